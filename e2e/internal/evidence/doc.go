@@ -1,0 +1,12 @@
+// Package evidence is the structured record the acceptance legs write and the
+// report generator reads: per leg one red run and one green run, the verdict
+// that combines them, the environment (proxy, versions, nodes) and the wall
+// time of each phase of `make e2e-svc`.
+//
+// The files live in one directory (the suite's _artifacts/):
+//
+//	env.json           Env: proxy, versions, nodes
+//	phases.tsv         "<phase>\t<seconds>" lines, appended by make and by the suite
+//	legs/<leg>.json    Leg: red and green runs and the verdict
+//	programming.json   Programming: network programming latency, agent vs kube-proxy
+package evidence

@@ -1,0 +1,321 @@
+package evidence
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Mode is which half of a leg a Run is.
+type Mode string
+
+const (
+	// Red is the run with the agent's Phase flags off: today's behaviour.
+	Red Mode = "red"
+	// Green is the run with the Phase flags on.
+	Green Mode = "green"
+)
+
+// Run is what one half of a leg observed.
+type Run struct {
+	Mode Mode `json:"mode"`
+	// MetGreen says whether the observation satisfies the leg's green
+	// condition. A red run with MetGreen=true proves nothing.
+	MetGreen bool `json:"metGreen"`
+	// MetRed says whether the observation matches the leg's red expectation.
+	MetRed bool `json:"metRed"`
+	// Summary is one line for the report table.
+	Summary string `json:"summary"`
+	// Error is set when the run could not observe at all (setup, timeout).
+	Error    string        `json:"error,omitempty"`
+	Started  time.Time     `json:"started"`
+	Duration time.Duration `json:"duration"`
+
+	Attempts int `json:"attempts"`
+	Replies  int `json:"replies"`
+	// ProxyClosed counts connections accepted and then closed or reset
+	// without a reply: the node proxy's refusal.
+	ProxyClosed int `json:"proxyClosed"`
+	// HostRefused counts ECONNREFUSED: a REJECT on the host (kube-proxy's
+	// cluster-ips-check), never the proxy.
+	HostRefused int `json:"hostRefused"`
+	Timeouts    int `json:"timeouts"`
+	OtherErrors int `json:"otherErrors"`
+
+	// Backends counts replies per backend pod ("pod@node/zone").
+	Backends map[string]int `json:"backends,omitempty"`
+	// Counters holds metric deltas over the run, keyed by series.
+	Counters map[string]float64 `json:"counters,omitempty"`
+	// Timeline is the ordered record of a leg that changes state while it
+	// measures (drain).
+	Timeline []Sample `json:"timeline,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
+}
+
+// Sample is one connection of a timeline.
+type Sample struct {
+	At time.Duration `json:"at"` // since the run started
+	// Stage names the state of the workload when the connection was made
+	// (for drain: "2 ready", "1 ready + 1 terminating", "0 ready").
+	Stage   string `json:"stage"`
+	Backend string `json:"backend,omitempty"`
+	// BackendState is what the backend was at that time: "ready", "terminating", "".
+	BackendState string `json:"backendState,omitempty"`
+	Outcome      string `json:"outcome"` // "reply", "proxy-closed", "host-refused", "timeout", "error"
+}
+
+// Verdict is the combined result of a leg.
+type Verdict string
+
+const (
+	Pass          Verdict = "pass"
+	ProvesNothing Verdict = "proves nothing" // green with the agent off
+	RedUnexpected Verdict = "red unexpected" // red, but not the red the leg expects
+	GreenFailed   Verdict = "green failed"
+	Incomplete    Verdict = "incomplete" // a run is missing or could not observe
+)
+
+// Failed reports whether the verdict fails the suite.
+func (v Verdict) Failed() bool { return v != Pass }
+
+// Leg is one acceptance leg: its red and green runs and the verdict.
+type Leg struct {
+	Name string `json:"name"`
+	// Setup and Green restate DESIGN.md §5 for the report.
+	Setup      string        `json:"setup"`
+	GreenMeans string        `json:"greenMeans"`
+	RedExpect  string        `json:"redExpect"`
+	Red        *Run          `json:"red,omitempty"`
+	Green      *Run          `json:"green,omitempty"`
+	Verdict    Verdict       `json:"verdict"`
+	Reason     string        `json:"reason"`
+	Duration   time.Duration `json:"duration"`
+}
+
+// Judge combines the two runs. Order matters: a red run that looks green
+// proves nothing whatever the green run says.
+func Judge(red, green *Run) (Verdict, string) {
+	switch {
+	case red == nil:
+		return Incomplete, "no red run"
+	case red.Error != "":
+		return Incomplete, "red run: " + red.Error
+	case red.MetGreen:
+		return ProvesNothing, "green with the agent off: " + red.Summary
+	case !red.MetRed:
+		return RedUnexpected, "red run did not show the expected failure: " + red.Summary
+	case green == nil:
+		return Incomplete, "no green run"
+	case green.Error != "":
+		return GreenFailed, "green run: " + green.Error
+	case !green.MetGreen:
+		return GreenFailed, green.Summary
+	}
+	return Pass, "red as expected, green as required"
+}
+
+// Env describes what the legs ran against.
+type Env struct {
+	Proxy             string    `json:"proxy"` // "envoy" or "builtin"
+	ProxyChoice       string    `json:"proxyChoice,omitempty"`
+	KubernetesVersion string    `json:"kubernetesVersion"`
+	KindVersion       string    `json:"kindVersion"`
+	EnvoyVersion      string    `json:"envoyVersion"`
+	KubeProxyMode     string    `json:"kubeProxyMode"`
+	Nodes             []Node    `json:"nodes"`
+	Started           time.Time `json:"started"`
+}
+
+// Node is one cluster node.
+type Node struct {
+	Name string `json:"name"`
+	Zone string `json:"zone"`
+	IP   string `json:"ip"`
+}
+
+// Programming compares network programming latency for the same
+// EndpointSlice changes.
+type Programming struct {
+	Changes   int       `json:"changes"`
+	Agent     Quantiles `json:"agent"`
+	KubeProxy Quantiles `json:"kubeProxy"`
+	Note      string    `json:"note,omitempty"`
+}
+
+// Quantiles are estimated from histogram bucket deltas (upper bounds, as
+// Prometheus' histogram_quantile does without interpolation).
+type Quantiles struct {
+	Metric string  `json:"metric"`
+	Count  float64 `json:"count"`
+	P50    float64 `json:"p50Seconds"`
+	P99    float64 `json:"p99Seconds"`
+}
+
+// Phase is the wall time of one step of the run.
+type Phase struct {
+	Name    string
+	Seconds float64
+}
+
+// Dir is an evidence directory.
+type Dir string
+
+func (d Dir) writeJSON(name string, v any) error {
+	p := filepath.Join(string(d), name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("evidence dir: %w", err)
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", name, err)
+	}
+	// Write then rename so a reader never sees half a file.
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return os.Rename(tmp, p)
+}
+
+func (d Dir) readJSON(name string, v any) error {
+	b, err := os.ReadFile(filepath.Join(string(d), name))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %s: %w", name, err)
+	}
+	return nil
+}
+
+// WriteLeg records a leg (legs/<name>.json).
+func (d Dir) WriteLeg(l *Leg) error { return d.writeJSON(filepath.Join("legs", l.Name+".json"), l) }
+
+// WriteEnv records the environment.
+func (d Dir) WriteEnv(e *Env) error { return d.writeJSON("env.json", e) }
+
+// WriteProgramming records the programming-latency comparison.
+func (d Dir) WriteProgramming(p *Programming) error { return d.writeJSON("programming.json", p) }
+
+// AddPhase appends one phase duration to phases.tsv.
+func (d Dir) AddPhase(name string, dur time.Duration) error {
+	if strings.ContainsAny(name, "\t\n") {
+		return fmt.Errorf("phase name %q: tabs and newlines are not allowed", name)
+	}
+	if err := os.MkdirAll(string(d), 0o755); err != nil {
+		return fmt.Errorf("evidence dir: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(string(d), "phases.tsv"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("phases.tsv: %w", err)
+	}
+	_, werr := fmt.Fprintf(f, "%s\t%.1f\n", name, dur.Seconds())
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	return werr
+}
+
+// Set is everything an evidence directory holds. Missing files leave their
+// field empty: a run that failed in setup still gets a report.
+type Set struct {
+	Env         *Env
+	Legs        []*Leg // sorted by LegOrder, then name
+	Phases      []Phase
+	Programming *Programming
+}
+
+// LegOrder is the order of DESIGN.md §5; the report follows it.
+var LegOrder = []string{
+	"reach", "reach-after-resync", "refuse-no-endpoints", "refuse-port-not-declared",
+	"refuse-no-service", "drain", "affinity", "itp-local", "topology", "passthrough",
+}
+
+func legRank(name string) int {
+	for i, n := range LegOrder {
+		if n == name {
+			return i
+		}
+	}
+	return len(LegOrder)
+}
+
+// Load reads an evidence directory.
+func (d Dir) Load() (*Set, error) {
+	s := &Set{}
+	var env Env
+	switch err := d.readJSON("env.json", &env); {
+	case err == nil:
+		s.Env = &env
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	var prog Programming
+	switch err := d.readJSON("programming.json", &prog); {
+	case err == nil:
+		s.Programming = &prog
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	files, err := filepath.Glob(filepath.Join(string(d), "legs", "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		var l Leg
+		if err := d.readJSON(filepath.Join("legs", filepath.Base(f)), &l); err != nil {
+			return nil, err
+		}
+		s.Legs = append(s.Legs, &l)
+	}
+	sort.SliceStable(s.Legs, func(i, j int) bool {
+		ri, rj := legRank(s.Legs[i].Name), legRank(s.Legs[j].Name)
+		if ri != rj {
+			return ri < rj
+		}
+		return s.Legs[i].Name < s.Legs[j].Name
+	})
+	phases, err := d.loadPhases()
+	if err != nil {
+		return nil, err
+	}
+	s.Phases = phases
+	return s, nil
+}
+
+func (d Dir) loadPhases() ([]Phase, error) {
+	f, err := os.Open(filepath.Join(string(d), "phases.tsv"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Phase
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, secs, ok := strings.Cut(line, "\t")
+		if !ok {
+			return nil, fmt.Errorf("phases.tsv:%d: want <name>TAB<seconds>, got %q", n, line)
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(secs), 64)
+		if err != nil {
+			return nil, fmt.Errorf("phases.tsv:%d: %w", n, err)
+		}
+		out = append(out, Phase{Name: name, Seconds: v})
+	}
+	return out, sc.Err()
+}
