@@ -1,0 +1,143 @@
+package netnstest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// NS is a network namespace owned by one test.
+type NS struct {
+	name   string
+	handle netns.NsHandle
+}
+
+// New creates a namespace, brings its loopback up, and deletes it when the
+// test ends. It skips the test when the process is not root.
+func New(t testing.TB) *NS {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates a network namespace")
+	}
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("netnstest: random name: %v", err)
+	}
+	name := fmt.Sprintf("svclbt-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+
+	h, err := create(name)
+	if err != nil {
+		t.Fatalf("netnstest: %v", err)
+	}
+	ns := &NS{name: name, handle: h}
+	t.Cleanup(func() {
+		_ = ns.handle.Close()
+		if err := netns.DeleteNamed(name); err != nil {
+			t.Errorf("netnstest: delete %s: %v", name, err)
+		}
+	})
+
+	nl, err := netlink.NewHandleAt(h)
+	if err != nil {
+		t.Fatalf("netnstest: netlink handle in %s: %v", name, err)
+	}
+	defer nl.Close()
+	lo, err := nl.LinkByName("lo")
+	if err == nil {
+		err = nl.LinkSetUp(lo)
+	}
+	if err != nil {
+		t.Fatalf("netnstest: loopback up in %s: %v", name, err)
+	}
+	return ns
+}
+
+// create makes a named namespace without leaving any reusable thread in it:
+// netns.NewNamed switches the current thread, so it runs on a fresh locked
+// goroutine whose thread is switched back (or discarded) afterwards.
+func create(name string) (netns.NsHandle, error) {
+	type result struct {
+		h   netns.NsHandle
+		err error
+	}
+	c := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			c <- result{err: fmt.Errorf("current namespace: %w", err)}
+			return
+		}
+		defer orig.Close()
+		h, err := netns.NewNamed(name)
+		if err != nil {
+			_ = netns.Set(orig)
+			c <- result{err: fmt.Errorf("create namespace %s: %w", name, err)}
+			runtime.Goexit() // the thread may be in an unknown namespace: discard it
+		}
+		if err := netns.Set(orig); err != nil {
+			c <- result{h: h}
+			runtime.Goexit()
+		}
+		runtime.UnlockOSThread()
+		c <- result{h: h}
+	}()
+	r := <-c
+	return r.h, r.err
+}
+
+// Name is the namespace's name (ip netns exec NAME ...).
+func (n *NS) Name() string { return n.name }
+
+// Path is the namespace's file, e.g. for nsenter --net=PATH.
+func (n *NS) Path() string { return "/var/run/netns/" + n.name }
+
+// Fd is an open file descriptor of the namespace (for libraries that take
+// one, e.g. nftables.WithNetNSFd). It stays valid until the test ends.
+func (n *NS) Fd() int { return int(n.handle) }
+
+// Do runs fn on a locked OS thread that has entered the namespace, and
+// returns that thread to the original namespace afterwards. Goroutines that
+// fn starts do NOT run in the namespace.
+func (n *NS) Do(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		// A fresh goroutine so that a thread that cannot switch back is
+		// dropped (Goexit while locked) instead of reused.
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("current namespace: %w", err)
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(n.handle); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter %s: %w", n.name, err)
+			return
+		}
+		ferr := fn()
+		if err := netns.Set(orig); err != nil {
+			errc <- fmt.Errorf("leave %s: %w (after fn: %v)", n.name, err, ferr)
+			runtime.Goexit() // thread stays locked and is discarded
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// Command returns a command that runs program inside the namespace (through
+// nsenter, so the child never depends on which thread forked it).
+func (n *NS) Command(program string, args ...string) *exec.Cmd {
+	return exec.Command("nsenter", append([]string{"--net=" + n.Path(), "--", program}, args...)...)
+}
