@@ -37,15 +37,15 @@ func run(cfg capture.Config, port uint, wait, uninstall bool, timeout time.Durat
 	if uninstall {
 		return capture.Uninstall(cfg)
 	}
+	if wait && cfg.NetNSPath != "" {
+		return fmt.Errorf("-wait must run inside the namespace it waits in; use -wait=false with -netns")
+	}
 	if err := capture.Install(cfg); err != nil {
 		return err
 	}
 	log.Info("capture installed", "port", cfg.Port, "mark", fmt.Sprintf("%#x", cfg.Mark), "table", capture.TableName)
 	if !wait {
 		return nil
-	}
-	if cfg.NetNSPath != "" {
-		return fmt.Errorf("-wait needs to run inside the namespace; use -wait=false with -netns")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
