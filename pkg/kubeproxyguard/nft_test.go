@@ -1,0 +1,492 @@
+package kubeproxyguard
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/aether-mesh/svclb/internal/netnstest"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the kernel's output")
+
+func svc(s string) types.NamespacedName {
+	ns, name, _ := strings.Cut(s, "/")
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+// chosen134 are the Services of kube-proxy-v1.34.nft the tests guard; the
+// others (default/kubernetes, other/demo, default/demo-canary) must stay.
+var chosen134 = []types.NamespacedName{svc("default/demo"), svc("default/empty"), svc("default/sticky"), svc("default/local"), svc("default/remote-only")}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func nft(t testing.TB, ns *netnstest.NS, args ...string) string {
+	t.Helper()
+	out, err := ns.Command("nft", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func load(t testing.TB, ns *netnstest.NS, file string) {
+	t.Helper()
+	nft(t, ns, "-f", filepath.Join("testdata", file))
+}
+
+// listTable is `nft list table ip kube-proxy` with the elements of each set
+// sorted one per line: element order is the kernel's hash order, which is
+// not part of the ruleset's meaning and may change when elements come back.
+func listTable(t testing.TB, ns *netnstest.NS) string {
+	return canonical(nft(t, ns, "list", "table", "ip", TableName))
+}
+
+func canonical(s string) string {
+	var out []string
+	lines := strings.Split(s, "\n")
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		trim := strings.TrimSpace(l)
+		if !strings.HasPrefix(trim, "elements = {") {
+			out = append(out, l)
+			continue
+		}
+		indent := l[:len(l)-len(strings.TrimLeft(l, "\t "))]
+		body := strings.TrimPrefix(trim, "elements = {")
+		for !strings.HasSuffix(strings.TrimSpace(body), "}") && i+1 < len(lines) {
+			i++
+			body += " " + strings.TrimSpace(lines[i])
+		}
+		body = strings.TrimSuffix(strings.TrimSpace(body), "}")
+		var elems []string
+		for _, e := range strings.Split(body, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				elems = append(elems, e)
+			}
+		}
+		sort.Strings(elems)
+		out = append(out, indent+"elements = {")
+		for _, e := range elems {
+			out = append(out, indent+"\t"+e+",")
+		}
+		out = append(out, indent+"}")
+	}
+	return strings.Join(out, "\n")
+}
+
+func golden(t testing.TB, name, got string) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("golden %s: %v (run with -update)", p, err)
+	}
+	if got != string(want) {
+		t.Fatalf("nft list table differs from %s:\n%s", p, lineDiff(string(want), got))
+	}
+}
+
+// lineDiff is a small line diff (LCS) for failure messages and for the
+// "only removals" check.
+func lineDiff(a, b string) string {
+	removed, added := diffLines(a, b)
+	var s strings.Builder
+	for _, l := range removed {
+		s.WriteString("-" + l + "\n")
+	}
+	for _, l := range added {
+		s.WriteString("+" + l + "\n")
+	}
+	return s.String()
+}
+
+func diffLines(a, b string) (removed, added []string) {
+	x, y := strings.Split(a, "\n"), strings.Split(b, "\n")
+	n, m := len(x), len(y)
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if x[i] == y[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	i, j := 0, 0
+	for i < n && j < m {
+		switch {
+		case x[i] == y[j]:
+			i, j = i+1, j+1
+		case lcs[i+1][j] >= lcs[i][j+1]:
+			removed = append(removed, x[i])
+			i++
+		default:
+			added = append(added, y[j])
+			j++
+		}
+	}
+	removed = append(removed, x[i:]...)
+	added = append(added, y[j:]...)
+	return removed, added
+}
+
+// startGuard runs a Guard in ns until the test ends.
+func startGuard(t testing.TB, ns *netnstest.NS, resync time.Duration, svcs ...types.NamespacedName) *Guard {
+	t.Helper()
+	g, err := New(Options{NodeName: "test", NetNS: ns.Fd(), Resync: resync, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetServices(svcs)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return g
+}
+
+// onPath reads the kernel's table (not the guard's status) and returns the
+// chosen Services that still have an element, a rule or an affinity set.
+func onPath(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName) []types.NamespacedName {
+	t.Helper()
+	want := map[types.NamespacedName]bool{}
+	for _, s := range svcs {
+		want[s] = true
+	}
+	tb, err := readTable(c, want)
+	if err != nil {
+		t.Fatalf("read table: %v", err)
+	}
+	var r []types.NamespacedName
+	for s, o := range tb.services {
+		if o.needsCut() {
+			r = append(r, s)
+		}
+	}
+	return r
+}
+
+func present(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName) []types.NamespacedName {
+	t.Helper()
+	want := map[types.NamespacedName]bool{}
+	for _, s := range svcs {
+		want[s] = true
+	}
+	tb, err := readTable(c, want)
+	if err != nil {
+		t.Fatalf("read table: %v", err)
+	}
+	var r []types.NamespacedName
+	for s, o := range tb.services {
+		if !o.empty() {
+			r = append(r, s)
+		}
+	}
+	return r
+}
+
+// waitFor polls cond every 2ms until it holds or d passes.
+func waitFor(d time.Duration, cond func() bool) (time.Duration, bool) {
+	start := time.Now()
+	for {
+		if cond() {
+			return time.Since(start), true
+		}
+		if time.Since(start) > d {
+			return time.Since(start), false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func conn(t testing.TB, ns *netnstest.NS) *nftables.Conn {
+	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitClean waits until nothing of svcs is left in the kernel's table.
+func waitClean(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName) {
+	t.Helper()
+	if _, ok := waitFor(5*time.Second, func() bool { return len(present(t, c, svcs)) == 0 }); !ok {
+		t.Fatalf("Services still in the table after 5s: %v", present(t, c, svcs))
+	}
+}
+
+func TestGuardV134(t *testing.T) {
+	ns := netnstest.New(t)
+	load(t, ns, "kube-proxy-v1.34.nft")
+	before := listTable(t, ns)
+	golden(t, "v1.34-before.golden", before)
+	c := conn(t, ns)
+
+	// Resync far away: only the monitor can meet the 1 s deadline below.
+	g := startGuard(t, ns, time.Hour, chosen134...)
+	waitClean(t, c, chosen134)
+	after := listTable(t, ns)
+	golden(t, "v1.34-guarded.golden", after)
+	if _, added := diffLines(before, after); len(added) > 0 {
+		t.Fatalf("guarding added lines to the ruleset:\n%s", strings.Join(added, "\n"))
+	}
+	for _, keep := range []string{"default/kubernetes/", "other/demo/", "default/demo-canary/", "cluster-ips", "10.96.100.100, ", "10.96.135.185,"} {
+		if strings.Contains(before, keep) && !strings.Contains(after, keep) {
+			t.Errorf("%q disappeared", keep)
+		}
+	}
+
+	const restores = 5
+	for i := range restores {
+		load(t, ns, "kube-proxy-v1.34-restore.nft")
+		if got := onPath(t, c, chosen134); len(got) != len(chosen134) {
+			// The guard may already have cut some: the restore must at
+			// least have been visible to it (see redeletion counts below).
+			t.Logf("restore %d: on path right after nft -f: %v", i, got)
+		}
+		took, ok := waitFor(time.Second, func() bool { return len(onPath(t, c, chosen134)) == 0 })
+		if !ok {
+			t.Fatalf("restore %d: still on kube-proxy's path after %v: %v", i, took, onPath(t, c, chosen134))
+		}
+		t.Logf("restore %d: cut again within %v", i, took)
+		waitClean(t, c, chosen134)
+		if got := listTable(t, ns); got != after {
+			t.Fatalf("restore %d: ruleset after re-deletion differs from the first:\n%s", i, lineDiff(after, got))
+		}
+	}
+	st := g.Status()
+	if len(st.Services) != len(chosen134) {
+		t.Fatalf("status has %d Services", len(st.Services))
+	}
+	for _, s := range st.Services {
+		if s.State != StateClean || s.Redeletions != restores || s.LastRedeletion == nil || len(s.Remaining) != 0 {
+			t.Errorf("%s/%s: state %s, %d re-deletions (want %d), remaining %v", s.Namespace, s.Name, s.State, s.Redeletions, restores, s.Remaining)
+		}
+		if s.LastRedeletionLatencySeconds <= 0 || s.LastRedeletionLatencySeconds > 1 {
+			t.Errorf("%s/%s: last re-deletion latency %vs", s.Namespace, s.Name, s.LastRedeletionLatencySeconds)
+		}
+	}
+	sticky := st.Services[slices.IndexFunc(st.Services, func(s ServiceStatus) bool { return s.Name == "sticky" })]
+	if !slices.Contains(sticky.Deleted, ObjectRef{Kind: KindSet, Name: "affinity-ZCYP4LEE-default/sticky/tcp/web__10.244.1.11/80"}) {
+		t.Errorf("sticky: affinity set not reported deleted: %v", sticky.Deleted)
+	}
+}
+
+func TestGuardV137(t *testing.T) {
+	ns := netnstest.New(t)
+	load(t, ns, "kube-proxy-v1.37.nft")
+	before := listTable(t, ns)
+	c := conn(t, ns)
+	demo := []types.NamespacedName{svc("default/demo")}
+	startGuard(t, ns, time.Hour, demo...)
+	waitClean(t, c, demo)
+	after := listTable(t, ns)
+	golden(t, "v1.37-guarded.golden", after)
+	if _, added := diffLines(before, after); len(added) > 0 {
+		t.Fatalf("guarding added lines:\n%s", strings.Join(added, "\n"))
+	}
+	for i := range 3 {
+		load(t, ns, "kube-proxy-v1.37-restore.nft")
+		if took, ok := waitFor(time.Second, func() bool { return len(onPath(t, c, demo)) == 0 }); !ok {
+			t.Fatalf("restore %d: still on path after %v", i, took)
+		}
+		waitClean(t, c, demo)
+		if got := listTable(t, ns); got != after {
+			t.Fatalf("restore %d: differs:\n%s", i, lineDiff(after, got))
+		}
+	}
+}
+
+// kube-proxy writing while the guard deletes: transactions race, some of
+// the guard's fail (an element kube-proxy just re-added is fine, a chain it
+// re-referenced is EBUSY); when the writer stops, the guard must converge
+// to the same ruleset as without the race.
+func TestGuardConcurrentWriter(t *testing.T) {
+	ns := netnstest.New(t)
+	load(t, ns, "kube-proxy-v1.34.nft")
+	c := conn(t, ns)
+	g := startGuard(t, ns, time.Hour, chosen134...)
+	waitClean(t, c, chosen134)
+	want := listTable(t, ns)
+
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Errors are expected when the guard deleted a chain in
+				// between add and flush; kube-proxy would resync too.
+				_ = ns.Command("nft", "-f", filepath.Join("testdata", "kube-proxy-v1.34-restore.nft")).Run()
+				time.Sleep(time.Duration(w*7) * time.Millisecond)
+			}
+		}()
+	}
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+	if took, ok := waitFor(time.Second, func() bool { return len(onPath(t, c, chosen134)) == 0 }); !ok {
+		t.Fatalf("still on path %v after the writers stopped: %v", took, onPath(t, c, chosen134))
+	}
+	waitClean(t, c, chosen134)
+	if got := listTable(t, ns); got != want {
+		t.Fatalf("ruleset after the race differs:\n%s", lineDiff(want, got))
+	}
+	var redel int
+	for _, s := range g.Status().Services {
+		redel += s.Redeletions
+	}
+	t.Logf("re-deletions during the race: %d", redel)
+	if redel < len(chosen134) {
+		t.Errorf("only %d re-deletions while kube-proxy kept restoring", redel)
+	}
+}
+
+// The monitor's channel closes (as on ENOBUFS): the guard subscribes again
+// and still re-deletes within 1 s without waiting for the periodic pass.
+func TestGuardMonitorClosed(t *testing.T) {
+	ns := netnstest.New(t)
+	load(t, ns, "kube-proxy-v1.34.nft")
+	c := conn(t, ns)
+	g := startGuard(t, ns, time.Hour, chosen134...)
+	waitClean(t, c, chosen134)
+	for i := 1; i <= 3; i++ {
+		g.closeMonitor()
+		if _, ok := waitFor(2*time.Second, func() bool {
+			m := g.Status().Monitor
+			return m.Resubscriptions >= i && m.Subscribed
+		}); !ok {
+			t.Fatalf("monitor not renewed: %+v", g.Status().Monitor)
+		}
+		load(t, ns, "kube-proxy-v1.34-restore.nft")
+		if took, ok := waitFor(time.Second, func() bool { return len(onPath(t, c, chosen134)) == 0 }); !ok {
+			t.Fatalf("round %d: still on path after %v", i, took)
+		}
+		waitClean(t, c, chosen134)
+	}
+}
+
+// A guard that starts when the objects are already gone (a restarted pod)
+// changes nothing, reports the Services clean, and counts kube-proxy's next
+// restore as a re-deletion.
+func TestGuardRestartObjectsGone(t *testing.T) {
+	ns := netnstest.New(t)
+	load(t, ns, "kube-proxy-v1.34.nft")
+	c := conn(t, ns)
+
+	g1, err := New(Options{NetNS: ns.Fd(), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1.SetServices(chosen134)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g1.DeleteNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := listTable(t, ns)
+	golden(t, "v1.34-guarded.golden", want)
+
+	g2 := startGuard(t, ns, time.Hour, chosen134...)
+	if _, ok := waitFor(2*time.Second, func() bool { return g2.Status().Passes > 0 }); !ok {
+		t.Fatal("no pass")
+	}
+	for _, s := range g2.Status().Services {
+		if s.State != StateClean || s.Deletions != 0 || s.Errors != 0 {
+			t.Errorf("%s/%s after restart: %+v", s.Namespace, s.Name, s)
+		}
+	}
+	if got := listTable(t, ns); got != want {
+		t.Fatalf("restart changed the ruleset:\n%s", lineDiff(want, got))
+	}
+	load(t, ns, "kube-proxy-v1.34-restore.nft")
+	if took, ok := waitFor(time.Second, func() bool { return len(onPath(t, c, chosen134)) == 0 }); !ok {
+		t.Fatalf("still on path after %v", took)
+	}
+	if _, ok := waitFor(time.Second, func() bool {
+		for _, s := range g2.Status().Services {
+			if s.Redeletions != 1 {
+				return false
+			}
+		}
+		return true
+	}); !ok {
+		t.Errorf("re-deletions not counted: %+v", g2.Status().Services)
+	}
+}
+
+// A Service whose label is removed mid-run is no longer guarded: kube-proxy's
+// restore of it stays; the other Services are still re-deleted.
+func TestGuardLabelRemoved(t *testing.T) {
+	ns := netnstest.New(t)
+	load(t, ns, "kube-proxy-v1.34.nft")
+	c := conn(t, ns)
+	g := startGuard(t, ns, 200*time.Millisecond, chosen134...)
+	waitClean(t, c, chosen134)
+
+	demo := svc("default/demo")
+	rest := slices.DeleteFunc(slices.Clone(chosen134), func(s types.NamespacedName) bool { return s == demo })
+	g.SetServices(rest)
+	load(t, ns, "kube-proxy-v1.34-restore.nft")
+	if took, ok := waitFor(time.Second, func() bool { return len(onPath(t, c, rest)) == 0 }); !ok {
+		t.Fatalf("still on path after %v", took)
+	}
+	time.Sleep(ChainDeleteDelay + 500*time.Millisecond) // several periodic passes
+	if got := onPath(t, c, []types.NamespacedName{demo}); len(got) != 1 {
+		t.Fatalf("unguarded default/demo was deleted again")
+	}
+	out := listTable(t, ns)
+	for _, l := range []string{
+		"10.96.100.100 . tcp . 80 : goto service-C642UMGT-default/demo/tcp/http",
+		"tcp . 30080 : goto external-C642UMGT-default/demo/tcp/http",
+		"meta l4proto tcp dnat to 10.244.1.10:8080",
+	} {
+		if !strings.Contains(out, l) {
+			t.Errorf("restored default/demo lacks %q", l)
+		}
+	}
+	for _, s := range g.Status().Services {
+		if s.Name == "demo" && s.Namespace == "default" {
+			t.Errorf("status still lists default/demo")
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package kubeproxyguard
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Service states in ServiceStatus.State.
+const (
+	StateUnknown = "unknown" // no pass has looked yet
+	StateOnPath  = "on-path" // kube-proxy's objects route the Service (the last cut failed)
+	StateCut     = "cut"     // elements, rules and affinity sets deleted; empty chains wait ChainDeleteDelay
+	StateClean   = "clean"   // nothing of the Service left in the table
+)
+
+// ObjectRef names one kube-proxy object. Elements are named as nft prints
+// them, prefixed by their map: "service-ips: 10.96.100.100 . tcp . 80 : goto service-…".
+type ObjectRef struct {
+	Kind string `json:"kind"` // element, chain, set
+	Name string `json:"name"`
+}
+
+// Status is the JSON served at /status.
+type Status struct {
+	Node          string          `json:"node"`
+	Table         string          `json:"table"`
+	TablePresent  bool            `json:"tablePresent"`
+	Monitor       MonitorStatus   `json:"monitor"`
+	Passes        uint64          `json:"passes"`
+	LastPass      time.Time       `json:"lastPass"`
+	LastPassError string          `json:"lastPassError,omitempty"`
+	Services      []ServiceStatus `json:"services"`
+}
+
+// MonitorStatus is the nft event subscription.
+type MonitorStatus struct {
+	Subscribed      bool   `json:"subscribed"`
+	Resubscriptions int    `json:"resubscriptions"`
+	LastError       string `json:"lastError,omitempty"`
+}
+
+// ServiceStatus is one guarded Service on this node.
+type ServiceStatus struct {
+	Namespace    string    `json:"namespace"`
+	Name         string    `json:"name"`
+	GuardedSince time.Time `json:"guardedSince"`
+	State        string    `json:"state"`
+	// Remaining: what the last pass found in the table (empty when clean).
+	Remaining []ObjectRef `json:"remaining"`
+	// Deleted: every object the guard has deleted for this Service, once each.
+	Deleted []ObjectRef `json:"deleted"`
+	// Deletions counts cut transactions; Redeletions those after the guard
+	// had seen the Service off kube-proxy's path (kube-proxy restored it).
+	Deletions   int `json:"deletions"`
+	Redeletions int `json:"redeletions"`
+	// LastRedeletionLatencySeconds: from the guard observing the restore
+	// (the nft monitor event, or the start of the periodic pass that found
+	// it) to the commit of the transaction that cut it again.
+	LastRedeletion               *time.Time `json:"lastRedeletion,omitempty"`
+	LastRedeletionLatencySeconds float64    `json:"lastRedeletionLatencySeconds"`
+	Errors                       int        `json:"errors"`
+	LastError                    string     `json:"lastError,omitempty"`
+}
+
+// Status returns a snapshot, Services sorted by namespace/name.
+func (g *Guard) Status() Status {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.st
+	s.Services = []ServiceStatus{}
+	for svc, st := range g.services {
+		ss := ServiceStatus{
+			Namespace: svc.Namespace, Name: svc.Name,
+			GuardedSince: st.since, State: st.state,
+			Remaining: append([]ObjectRef{}, st.remaining...),
+			Deleted:   []ObjectRef{},
+			Deletions: st.deletions, Redeletions: st.redeletions,
+			LastRedeletionLatencySeconds: st.lastLatency.Seconds(),
+			Errors:                       st.errors, LastError: st.lastError,
+		}
+		if !st.lastRedel.IsZero() {
+			t := st.lastRedel
+			ss.LastRedeletion = &t
+		}
+		for r := range st.deleted {
+			ss.Deleted = append(ss.Deleted, r)
+		}
+		sort.Slice(ss.Deleted, func(i, j int) bool {
+			a, b := ss.Deleted[i], ss.Deleted[j]
+			return a.Kind < b.Kind || a.Kind == b.Kind && a.Name < b.Name
+		})
+		s.Services = append(s.Services, ss)
+	}
+	sort.Slice(s.Services, func(i, j int) bool {
+		a, b := s.Services[i], s.Services[j]
+		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
+	})
+	return s
+}
+
+// Handler serves /status (JSON), /metrics (Prometheus) and /healthz.
+func (g *Guard) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(g.Status())
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+type metrics struct {
+	reg             *prometheus.Registry
+	guarded         prometheus.Gauge
+	onPath          *prometheus.GaugeVec
+	deletions       *prometheus.CounterVec
+	redeletions     *prometheus.CounterVec
+	latency         prometheus.Histogram
+	errors          *prometheus.CounterVec
+	resubscriptions prometheus.Counter
+	passes          prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		guarded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "svclb_guard_guarded_services", Help: "Services chosen for guarding."}),
+		onPath: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "svclb_guard_service_on_path", Help: "1 while kube-proxy's objects of a guarded Service route traffic on this node."},
+			[]string{"namespace", "service"}),
+		deletions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svclb_guard_deletions_total", Help: "Transactions that cut a Service off kube-proxy's path."},
+			[]string{"namespace", "service"}),
+		redeletions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svclb_guard_redeletions_total", Help: "Cuts after kube-proxy restored a guarded Service."},
+			[]string{"namespace", "service"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "svclb_guard_redeletion_latency_seconds",
+			Help:    "From observing kube-proxy's restore to the commit of the re-deletion.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5}}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svclb_guard_errors_total", Help: "Failed operations by kind (read, cut, delete-chains, monitor)."},
+			[]string{"op"}),
+		resubscriptions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svclb_guard_monitor_resubscriptions_total", Help: "Times the nft monitor closed and was renewed."}),
+		passes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svclb_guard_passes_total", Help: "Reconcile passes."}),
+	}
+	m.reg.MustRegister(m.guarded, m.onPath, m.deletions, m.redeletions, m.latency, m.errors, m.resubscriptions, m.passes)
+	return m
+}
+
+func (m *metrics) forget(s types.NamespacedName) {
+	l := prometheus.Labels{"namespace": s.Namespace, "service": s.Name}
+	m.onPath.Delete(l)
+	m.deletions.Delete(l)
+	m.redeletions.Delete(l)
+}
