@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Create (or reuse) and delete the suite's kind cluster. Called by kindconfig.mk:
+#   cluster.sh up     reuse the running cluster, or pick the node image
+#                     (online: published kindest/node; offline: svclb/kind-node,
+#                     built by $BUILD_NODE_IMAGE) and create it
+#   cluster.sh mode   print online or offline (KIND_NODE_MODE forces it)
+#   cluster.sh down   delete the cluster, its kubeconfig and an unused kind network
+# Environment: KIND (kind binary), CLUSTER, CONFIG, KUBECONFIG_OUT, KIND_NODE_MODE,
+# NODE_IMAGE_ONLINE, NODE_IMAGE_OFFLINE, BUILD_NODE_IMAGE, PULL_TIMEOUT.
+set -euo pipefail
+: "${KIND:?}" "${CLUSTER:?}" "${CONFIG:?}" "${KUBECONFIG_OUT:?}"
+: "${NODE_IMAGE_ONLINE:?}" "${NODE_IMAGE_OFFLINE:?}"
+PULL_TIMEOUT=${PULL_TIMEOUT:-15}
+T0=$(date +%s)
+step() { printf '[cluster %4ss] %s\n' "$(($(date +%s) - T0))" "$*"; }
+die() { echo "cluster: $*" >&2; exit 1; }
+
+exists() { "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; }
+
+# in_cluster runs kubectl on the control-plane node, so the host needs none.
+in_cluster() { docker exec "$CLUSTER-control-plane" kubectl --kubeconfig=/etc/kubernetes/admin.conf "$@"; }
+
+# mode prints online when the published node image is here or can be pulled
+# within PULL_TIMEOUT seconds (one attempt), else offline.
+mode() {
+  case "${KIND_NODE_MODE:-}" in
+  online | offline) echo "$KIND_NODE_MODE"; return ;;
+  "" | auto) ;;
+  *) die "KIND_NODE_MODE must be online, offline or empty (auto), not '$KIND_NODE_MODE'" ;;
+  esac
+  if docker image inspect "$NODE_IMAGE_ONLINE" >/dev/null 2>&1 ||
+    timeout "$PULL_TIMEOUT" docker pull -q "$NODE_IMAGE_ONLINE" >/dev/null 2>&1; then
+    echo online
+  else
+    echo offline
+  fi
+}
+
+wait_ready() {
+  step "waiting for every node Ready and CoreDNS available"
+  in_cluster wait --for=condition=Ready nodes --all --timeout=180s >/dev/null
+  in_cluster -n kube-system wait --for=condition=Available deployment/coredns --timeout=180s >/dev/null
+}
+
+summary() {
+  in_cluster get nodes -L topology.kubernetes.io/zone
+  step "ready: export KUBECONFIG=$KUBECONFIG_OUT   (kind cluster '$CLUSTER', $("$KIND" version | cut -d' ' -f1-2))"
+}
+
+up() {
+  mkdir -p "$(dirname "$KUBECONFIG_OUT")"
+  if exists; then
+    step "reusing kind cluster '$CLUSTER'"
+    local n
+    for n in $("$KIND" get nodes --name "$CLUSTER"); do
+      if [ "$(docker inspect -f '{{.State.Running}}' "$n")" != true ]; then
+        step "starting stopped node $n"
+        docker start "$n" >/dev/null
+      fi
+    done
+    "$KIND" export kubeconfig --name "$CLUSTER" --kubeconfig "$KUBECONFIG_OUT" 2>/dev/null
+    wait_ready
+    summary
+    return
+  fi
+  local m image
+  step "choosing the node image (KIND_NODE_MODE=${KIND_NODE_MODE:-auto}; one pull attempt of $NODE_IMAGE_ONLINE, ${PULL_TIMEOUT}s)"
+  m=$(mode)
+  if [ "$m" = online ]; then
+    image=$NODE_IMAGE_ONLINE
+    step "ONLINE path: $image (CNI kindnetd)"
+  else
+    image=$NODE_IMAGE_OFFLINE
+    step "OFFLINE path: $image (CNI flannel host-gw), building it if needed"
+    if [ -n "${BUILD_NODE_IMAGE:-}" ]; then
+      bash -c "$BUILD_NODE_IMAGE"
+    fi
+    docker image inspect "$image" >/dev/null 2>&1 || die "node image $image is missing (make node-image)"
+  fi
+  step "kind create cluster --name $CLUSTER --image $image --config $CONFIG"
+  "$KIND" create cluster --name "$CLUSTER" --image "$image" --config "$CONFIG" \
+    --kubeconfig "$KUBECONFIG_OUT" --wait 180s </dev/null
+  wait_ready
+  summary
+}
+
+down() {
+  if exists; then
+    step "kind delete cluster --name $CLUSTER"
+    "$KIND" delete cluster --name "$CLUSTER" --kubeconfig "$KUBECONFIG_OUT"
+  else
+    step "no kind cluster '$CLUSTER'"
+  fi
+  rm -f "$KUBECONFIG_OUT"
+  # kind shares the docker network "kind" between clusters: remove it only when unused.
+  if docker network inspect kind >/dev/null 2>&1; then
+    if [ "$(docker network inspect -f '{{len .Containers}}' kind)" = 0 ]; then
+      docker network rm kind >/dev/null && step "removed the unused docker network 'kind'"
+    else
+      step "docker network 'kind' still has containers of other clusters: kept"
+    fi
+  fi
+}
+
+case "${1:-}" in
+up) up ;;
+down) down ;;
+mode) mode ;;
+*) die "usage: cluster.sh up|down|mode" ;;
+esac
