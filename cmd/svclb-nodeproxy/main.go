@@ -1,0 +1,39 @@
+// Command svclb-nodeproxy is svclb's built-in xDS L4 node proxy, used in the
+// svclb-node DaemonSet's proxy container where Envoy is not available.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/aether-mesh/svclb/fixtures/nodeproxy"
+)
+
+func main() {
+	var o nodeproxy.Options
+	flag.StringVar(&o.XDSSocket, "xds-socket", "/run/svclb/xds.sock", "the agent's xDS/ALS unix socket (bootstrap cluster xds_cluster)")
+	flag.StringVar(&o.NodeID, "node-id", "", "xDS node id (svclb-node~<nodeName>); default from $NODE_NAME")
+	flag.StringVar(&o.NodeCluster, "node-cluster", "svclb", "xDS node cluster")
+	flag.StringVar(&o.AdminAddr, "admin", "127.0.0.1:9901", "admin address (/stats, /listeners, /ready, /config_dump); empty disables")
+	verbose := flag.Bool("v", false, "debug logging")
+	flag.Parse()
+	if o.NodeID == "" {
+		o.NodeID = "svclb-node~" + os.Getenv("NODE_NAME")
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := nodeproxy.New(o).Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "svclb-nodeproxy:", err)
+		os.Exit(1)
+	}
+}
