@@ -231,6 +231,8 @@ type Set struct {
 	Legs        []*Leg // sorted by LegOrder, then name
 	Phases      []Phase
 	Programming *Programming
+	// Failure is a failure outside the legs (failure.txt), e.g. suite setup.
+	Failure string
 }
 
 // LegOrder is the order of DESIGN.md §5; the report follows it.
@@ -283,6 +285,12 @@ func (d Dir) Load() (*Set, error) {
 		}
 		return s.Legs[i].Name < s.Legs[j].Name
 	})
+	switch b, err := os.ReadFile(filepath.Join(string(d), "failure.txt")); {
+	case err == nil:
+		s.Failure = strings.TrimSpace(string(b))
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
 	phases, err := d.loadPhases()
 	if err != nil {
 		return nil, err
@@ -318,4 +326,13 @@ func (d Dir) loadPhases() ([]Phase, error) {
 		out = append(out, Phase{Name: name, Seconds: v})
 	}
 	return out, sc.Err()
+}
+
+// WriteFailure records a failure outside the legs (suite setup); the report
+// states it and fails the run.
+func (d Dir) WriteFailure(msg string) error {
+	if err := os.MkdirAll(string(d), 0o755); err != nil {
+		return fmt.Errorf("evidence dir: %w", err)
+	}
+	return os.WriteFile(filepath.Join(string(d), "failure.txt"), []byte(msg+"\n"), 0o644)
 }

@@ -42,8 +42,8 @@ func HTML(w io.Writer, in Input) error {
 	fmt.Fprintf(b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr></table>\n",
 		esc(proxy), esc(orDash(env.KubernetesVersion)), esc(orDash(env.KindVersion)), esc(orDash(env.EnvoyVersion)),
 		esc(orDash(env.KubeProxyMode)), esc(orDash(strings.Join(nodes, ", "))))
-	if in.Failure != "" {
-		fmt.Fprintf(b, "<p class=\"fail\">Run failure: %s</p>\n", esc(in.Failure))
+	for _, f := range in.failures() {
+		fmt.Fprintf(b, "<p class=\"fail\">Run failure: %s</p>\n", esc(f))
 	}
 	for _, f := range in.suiteFailures() {
 		fmt.Fprintf(b, "<p class=\"fail\">Suite failure: %s</p>\n", esc(f))

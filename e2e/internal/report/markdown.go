@@ -32,8 +32,8 @@ func Markdown(w io.Writer, in Input) error {
 	fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n\n", cell(proxy), cell(orDash(env.KubernetesVersion)),
 		cell(orDash(env.KindVersion)), cell(orDash(env.EnvoyVersion)), cell(orDash(env.KubeProxyMode)), cell(orDash(strings.Join(nodes, ", "))))
 
-	if in.Failure != "" {
-		fmt.Fprintf(b, "**Run failure:** %s\n\n", cell(in.Failure))
+	for _, f := range in.failures() {
+		fmt.Fprintf(b, "**Run failure:** %s\n\n", cell(f))
 	}
 	for _, f := range in.suiteFailures() {
 		fmt.Fprintf(b, "**Suite failure:** %s\n\n", cell(f))

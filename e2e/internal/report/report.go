@@ -37,7 +37,7 @@ type row struct {
 // not fail outside the legs.
 func (in Input) Passed() bool {
 	rows := in.rows()
-	if len(rows) == 0 || in.Failure != "" || len(in.suiteFailures()) > 0 {
+	if len(rows) == 0 || len(in.failures()) > 0 || len(in.suiteFailures()) > 0 {
 		return false
 	}
 	for _, r := range rows {
@@ -74,6 +74,19 @@ func (in Input) rows() []row {
 		}
 		out = append(out, row{Name: name, Verdict: evidence.Incomplete, Reason: reason,
 			Red: "—", Green: "—", Duration: s.RunTime})
+	}
+	return out
+}
+
+// failures are the failures outside the suite: the caller's and the
+// evidence's (setup).
+func (in Input) failures() []string {
+	var out []string
+	if in.Failure != "" {
+		out = append(out, in.Failure)
+	}
+	if in.Evidence != nil && in.Evidence.Failure != "" {
+		out = append(out, in.Evidence.Failure)
 	}
 	return out
 }

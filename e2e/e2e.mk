@@ -1,0 +1,26 @@
+# e2e/e2e.mk: the acceptance legs. Included by the root Makefile (REPO, OUT, GO).
+#   make e2e-svc                      cluster + images + every leg, red then green; reports in _artifacts/
+#   make e2e-svc LEGS=reach           only the legs whose label matches (Ginkgo label filter)
+#   make e2e-svc KEEP_CLUSTER=1       reuse the cluster and leave it (and the legs' namespace) running
+#   make e2e-svc PROXY=builtin|envoy  node proxy; default: Envoy if its image can be pulled, else built-in
+
+LEGS         ?=
+PROXY        ?=
+KEEP_CLUSTER ?=
+ENVOY_IMAGE  ?= envoyproxy/envoy:v1.36.2
+E2E_ARTIFACTS ?= $(REPO)/_artifacts
+E2E_TIMEOUT  ?= 45m
+
+##@ Acceptance legs (e2e/)
+
+.PHONY: e2e-svc
+e2e-svc: ## Every leg red (agent off) then green (on) on kind; LEGS=<label filter> KEEP_CLUSTER=1 PROXY=envoy|builtin; reports in _artifacts/
+	@REPO=$(REPO) GO="$(GO)" MAKE="$(MAKE) --no-print-directory" LEGS="$(LEGS)" PROXY="$(PROXY)" KEEP_CLUSTER="$(KEEP_CLUSTER)" \
+	ENVOY_IMAGE=$(ENVOY_IMAGE) ARTIFACTS=$(E2E_ARTIFACTS) TIMEOUT=$(E2E_TIMEOUT) \
+	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) \
+	NODE_IMAGE_ONLINE=$(KIND_NODE_IMAGE_ONLINE) KIND_NODE_MODE="$(KIND_NODE_MODE)" \
+	bash $(REPO)/e2e/run.sh
+
+.PHONY: e2e-report
+e2e-report: ## Re-render _artifacts/report.md and report.html from the evidence of the last run
+	@$(GO) run ./e2e/cmd/report -dir $(E2E_ARTIFACTS)

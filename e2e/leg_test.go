@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+)
+
+// leg is one row of DESIGN.md §5.
+type leg struct {
+	name       string
+	setup      string // restated in the report
+	redExpect  string
+	greenMeans string
+	// prepare deploys the leg's workloads once for both runs and returns
+	// what measure needs.
+	prepare func(ctx context.Context) (any, error)
+	// measure observes one run. It fills the counts and sets MetRed and
+	// MetGreen from what it saw, never from the mode it runs in: a red run
+	// is judged by the same green condition as the green run.
+	measure func(ctx context.Context, w any, run *evidence.Run)
+	// control marks a leg whose red and green must look the same (passthrough:
+	// the Phase flags must not change traffic outside the Service range); it
+	// passes when both runs meet the green condition.
+	control bool
+	timeout time.Duration
+}
+
+// defineLeg registers a leg as one Ordered container labelled with the leg's
+// name: BeforeAll prepares the workloads, one spec runs red then green.
+func defineLeg(l leg) bool {
+	if l.timeout == 0 {
+		l.timeout = 4 * time.Minute
+	}
+	return Describe("leg "+l.name, Ordered, Label(l.name), func() {
+		var w any
+		BeforeAll(func(ctx SpecContext) {
+			progress("leg %s: preparing workloads", l.name)
+			t0 := time.Now()
+			var err error
+			w, err = l.prepare(ctx)
+			Expect(err).NotTo(HaveOccurred(), "prepare leg %s", l.name)
+			_ = suite.evidence.AddPhase("leg "+l.name+" prepare", time.Since(t0))
+		}, NodeTimeout(l.timeout))
+
+		It("is red with the agent's Phase flags off and green with them on", func(ctx SpecContext) {
+			t0 := time.Now()
+			rec := &evidence.Leg{Name: l.name, Setup: l.setup, RedExpect: l.redExpect, GreenMeans: l.greenMeans}
+			for _, mode := range []evidence.Mode{evidence.Red, evidence.Green} {
+				on := mode == evidence.Green
+				progress("leg %s: %s run: setting phase1=%v phase2=%v", l.name, mode, on, on)
+				run := &evidence.Run{Mode: mode, Started: time.Now()}
+				if err := setPhases(ctx, on, on); err != nil {
+					run.Error = err.Error()
+				} else {
+					l.measure(ctx, w, run)
+				}
+				run.Duration = time.Since(run.Started)
+				progress("leg %s: %s run: %s (%s)", l.name, mode, run.Summary, run.Duration.Round(100*time.Millisecond))
+				_ = suite.evidence.AddPhase(fmt.Sprintf("leg %s %s", l.name, mode), run.Duration)
+				if mode == evidence.Red {
+					rec.Red = run
+				} else {
+					rec.Green = run
+				}
+			}
+			if l.control {
+				rec.Verdict, rec.Reason = judgeControl(rec.Red, rec.Green)
+			} else {
+				rec.Verdict, rec.Reason = evidence.Judge(rec.Red, rec.Green)
+			}
+			rec.Duration = time.Since(t0)
+			AddReportEntry("leg "+l.name, rec, ReportEntryVisibilityNever)
+			Expect(suite.evidence.WriteLeg(rec)).To(Succeed())
+			progress("leg %s: %s — %s", l.name, rec.Verdict, rec.Reason)
+			Expect(rec.Verdict).To(Equal(evidence.Pass), "leg %s: %s", l.name, rec.Reason)
+		}, NodeTimeout(l.timeout))
+	})
+}
+
+// judgeControl: a control leg must meet the green condition in both runs.
+func judgeControl(red, green *evidence.Run) (evidence.Verdict, string) {
+	switch {
+	case red == nil || red.Error != "":
+		return evidence.Incomplete, "red run did not observe"
+	case !red.MetGreen:
+		return evidence.RedUnexpected, "control leg: red must already be unchanged traffic: " + red.Summary
+	case green == nil:
+		return evidence.Incomplete, "no green run"
+	case green.Error != "" || !green.MetGreen:
+		return evidence.GreenFailed, green.Summary + green.Error
+	}
+	return evidence.Pass, "control: unchanged with the agent off and on"
+}
+
+var unsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+func sanitize(s string) string {
+	s = strings.Trim(unsafe.ReplaceAllString(s, "-"), "-")
+	if len(s) > 80 {
+		s = s[:80]
+	}
+	return s
+}

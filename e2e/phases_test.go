@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+const (
+	systemNS      = "svclb-system"
+	nodeDaemonSet = "svclb-node"
+	agentConfig   = "svclb-agent"
+	agentPort     = 9750
+	guardPort     = 9751
+)
+
+// daemonPods lists the pods of a DaemonSet in svclb-system by owner, so the
+// suite does not depend on the fixtures' label choices.
+func daemonPods(ctx context.Context, dsName func(string) bool) ([]corev1.Pod, error) {
+	pods, err := suite.cluster.CS.CoreV1().Pods(systemNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list %s pods: %w", systemNS, err)
+	}
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		for _, o := range p.OwnerReferences {
+			if o.Kind == "DaemonSet" && dsName(o.Name) && p.DeletionTimestamp == nil {
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
+}
+
+func agentPods(ctx context.Context) ([]corev1.Pod, error) {
+	return daemonPods(ctx, func(n string) bool { return n == nodeDaemonSet })
+}
+
+func guardPods(ctx context.Context) ([]corev1.Pod, error) {
+	return daemonPods(ctx, func(n string) bool { return strings.Contains(n, "guard") })
+}
+
+// agentStatus is the part of the agent's /status the suite relies on.
+type agentStatus struct {
+	Node            string `json:"node"`
+	Phase1          bool   `json:"phase1"`
+	Phase2          bool   `json:"phase2"`
+	SnapshotVersion string `json:"snapshotVersion"`
+	raw             []byte
+}
+
+func getAgentStatus(ctx context.Context, pod string) (*agentStatus, error) {
+	b, err := suite.cluster.PodGet(ctx, systemNS, pod, agentPort, "/status")
+	if err != nil {
+		return nil, err
+	}
+	s, err := decodeAgentStatus(b)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s /status: %w", pod, err)
+	}
+	return s, nil
+}
+
+func decodeAgentStatus(b []byte) (*agentStatus, error) {
+	var s agentStatus
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	s.raw = b
+	return &s, nil
+}
+
+// setPhases writes the agent's flags and waits until every node's agent
+// reports them: the agent re-renders without restarting, so the only proof
+// that a flip took effect is its own /status.
+func setPhases(ctx context.Context, p1, p2 bool) error {
+	cms := suite.cluster.CS.CoreV1().ConfigMaps(systemNS)
+	want := map[string]string{"phase1": strconv.FormatBool(p1), "phase2": strconv.FormatBool(p2)}
+	cm, err := cms.Get(ctx, agentConfig, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: agentConfig, Namespace: systemNS}, Data: want}
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create configmap %s: %w", agentConfig, err)
+		}
+	case err != nil:
+		return fmt.Errorf("get configmap %s: %w", agentConfig, err)
+	default:
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		changed := false
+		for k, v := range want {
+			if cm.Data[k] != v {
+				cm.Data[k] = v
+				changed = true
+			}
+		}
+		if changed {
+			if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("update configmap %s: %w", agentConfig, err)
+			}
+		}
+	}
+	t0 := time.Now()
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := agentPods(ctx)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if len(pods) < len(suite.nodes) {
+			last = fmt.Sprintf("%d agent pods for %d nodes", len(pods), len(suite.nodes))
+			return false, nil
+		}
+		for _, p := range pods {
+			s, err := getAgentStatus(ctx, p.Name)
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			if s.Phase1 != p1 || s.Phase2 != p2 {
+				last = fmt.Sprintf("agent %s on %s reports phase1=%v phase2=%v", p.Name, p.Spec.NodeName, s.Phase1, s.Phase2)
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for every agent to apply phase1=%v phase2=%v: %w (last: %s)", p1, p2, err, last)
+	}
+	progress("phases phase1=%v phase2=%v applied on every node in %s", p1, p2, time.Since(t0).Round(10*time.Millisecond))
+	return nil
+}

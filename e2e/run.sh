@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# The body of `make e2e-svc` (see e2e/e2e.mk for the variables): cluster and
+# images (kindconfig's targets), the Ginkgo suite, then the reports. Every phase
+# prints its elapsed time and lands in $ARTIFACTS/phases.tsv for report.md.
+set -uo pipefail
+: "${REPO:?}" "${GO:?}" "${MAKE:?}" "${ARTIFACTS:?}" "${KIND:?}" "${CLUSTER:?}" "${KUBECONFIG_FILE:?}"
+cd "$REPO"
+T0=$(date +%s)
+step() { printf '[e2e-svc %5ss] %s\n' "$(($(date +%s) - T0))" "$*"; }
+phase() { printf '%s\t%s\n' "$1" "$2" >>"$ARTIFACTS/phases.tsv"; }
+# timed NAME CMD...: run CMD, record its wall time as phase NAME.
+timed() {
+  local name=$1 s rc
+  shift
+  s=$(date +%s.%N)
+  step "$name: $*"
+  "$@"
+  rc=$?
+  local d
+  d=$(awk -v s="$s" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}')
+  phase "$name" "$d"
+  if [ $rc -eq 0 ]; then step "$name: done in ${d}s"; else step "$name: FAILED (exit $rc) after ${d}s"; fi
+  return $rc
+}
+
+report() {
+  local failure=${1:-}
+  phase "total" "$(($(date +%s) - T0))"
+  step "rendering reports into $ARTIFACTS"
+  $GO run ./e2e/cmd/report -dir "$ARTIFACTS" ${failure:+-failure "$failure"} >/dev/null
+  local rc=$?
+  [ -f "$ARTIFACTS/report.md" ] && cat "$ARTIFACTS/report.md"
+  return $rc
+}
+
+fail_early() {
+  report "$1"
+  step "FAILED: $1"
+  exit 1
+}
+
+# Only what an earlier run wrote: ARTIFACTS may be a directory the user owns.
+mkdir -p "$ARTIFACTS"
+rm -rf "$ARTIFACTS"/legs "$ARTIFACTS"/failures "$ARTIFACTS"/kind-logs
+rm -f "$ARTIFACTS"/{report.md,report.html,ginkgo.json,junit.xml,phases.tsv,env.json,programming.json,failure.txt,e2e.log}
+
+# The node proxy. Envoy where its image can be had (CI), else the built-in one.
+choice=""
+case "${PROXY:-}" in
+envoy | builtin) choice="PROXY=$PROXY" ;;
+"")
+  if docker image inspect "$ENVOY_IMAGE" >/dev/null 2>&1 || timeout 20 docker pull -q "$ENVOY_IMAGE" >/dev/null 2>&1; then
+    PROXY=envoy
+    choice="default: $ENVOY_IMAGE available"
+  else
+    PROXY=builtin
+    choice="default: $ENVOY_IMAGE cannot be pulled"
+  fi
+  ;;
+*) echo "e2e-svc: PROXY must be envoy, builtin or empty, not '$PROXY'" >&2; exit 2 ;;
+esac
+step "node proxy: $PROXY ($choice); legs: ${LEGS:-all}; KEEP_CLUSTER=${KEEP_CLUSTER:-0}"
+if [ "$PROXY" = envoy ] && ! docker image inspect "$ENVOY_IMAGE" >/dev/null 2>&1; then
+  timed "envoy image" docker pull -q "$ENVOY_IMAGE" || fail_early "PROXY=envoy but $ENVOY_IMAGE cannot be pulled"
+fi
+
+created=0
+cluster_phase="cluster create"
+# Build the kind CLI first: it decides whether the cluster exists.
+$MAKE "$KIND" >/dev/null || fail_early "building the kind CLI failed"
+if "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
+  step "reusing kind cluster '$CLUSTER'"
+  phase "node image (cluster reused)" 0
+  cluster_phase="cluster (reused)"
+else
+  created=1
+  mode=${KIND_NODE_MODE:-}
+  if [ -z "$mode" ]; then
+    if docker image inspect "$NODE_IMAGE_ONLINE" >/dev/null 2>&1 || timeout 15 docker pull -q "$NODE_IMAGE_ONLINE" >/dev/null 2>&1; then mode=online; else mode=offline; fi
+  fi
+  export KIND_NODE_MODE=$mode
+  if [ "$mode" = offline ]; then
+    timed "node image" $MAKE node-image || fail_early "make node-image failed"
+  else
+    phase "node image" 0
+  fi
+fi
+timed "$cluster_phase" $MAKE cluster || fail_early "make cluster failed"
+timed "images" $MAKE images || fail_early "make images failed"
+if [ "$PROXY" = envoy ]; then
+  timed "envoy image load" "$KIND" load docker-image --name "$CLUSTER" "$ENVOY_IMAGE" || fail_early "kind load $ENVOY_IMAGE failed"
+fi
+
+# The suite: deploy (guard, node DaemonSet, clients) and the legs. go test
+# rather than the ginkgo CLI: no extra binary, same flags.
+kind_version=$("$KIND" version 2>/dev/null | awk '{print $2}')
+envoy_version=n/a
+[ "$PROXY" = envoy ] && envoy_version=${ENVOY_IMAGE##*:}
+timed "suite (deploy + legs)" env SVCLB_E2E=1 SVCLB_KUBECONFIG="$KUBECONFIG_FILE" SVCLB_CLUSTER="$CLUSTER" \
+  SVCLB_ARTIFACTS="$ARTIFACTS" SVCLB_PROXY="$PROXY" SVCLB_PROXY_CHOICE="$choice" SVCLB_E2E_START="$T0" \
+  SVCLB_KIND_VERSION="$kind_version" SVCLB_ENVOY_VERSION="$envoy_version" KEEP_CLUSTER="${KEEP_CLUSTER:-}" \
+  $GO test ./e2e/ -run '^TestE2E$' -count=1 -timeout "${TIMEOUT:-45m}" -v -args \
+  -ginkgo.v -ginkgo.label-filter="${LEGS:-}" \
+  -ginkgo.junit-report="$ARTIFACTS/junit.xml" -ginkgo.json-report="$ARTIFACTS/ginkgo.json" \
+  2>&1 | tee "$ARTIFACTS/e2e.log"
+suite_rc=${PIPESTATUS[0]}
+
+if [ "$created" = 1 ] && [ "${KEEP_CLUSTER:-}" != 1 ]; then
+  if [ "$suite_rc" -ne 0 ]; then
+    step "exporting kind logs to $ARTIFACTS/kind-logs"
+    "$KIND" export logs --name "$CLUSTER" "$ARTIFACTS/kind-logs" >/dev/null 2>&1 || true
+  fi
+  timed "cluster delete" $MAKE cluster-down || true
+fi
+
+failure=""
+[ "$suite_rc" -ne 0 ] && [ ! -s "$ARTIFACTS/ginkgo.json" ] && failure="the suite exited $suite_rc before Ginkgo wrote a report (see e2e.log)"
+report "$failure"
+rc=$?
+if [ "$suite_rc" -ne 0 ] || [ "$rc" -ne 0 ]; then
+  step "FAILED (suite exit $suite_rc, report verdict exit $rc); artifacts in $ARTIFACTS"
+  exit 1
+fi
+step "PASSED; artifacts in $ARTIFACTS"
