@@ -1,0 +1,267 @@
+package guardcmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/aether-mesh/svclb/pkg/kubeproxyguard"
+)
+
+// DefaultListen is the DaemonSet's status address (host network).
+const DefaultListen = ":9751"
+
+const usage = `usage: svclb-guard <command> [flags]
+
+commands:
+  run     guard the Services labelled svclb.dev/kube-proxy=deleted (DaemonSet mode; node name from NODE_NAME)
+  list    print the Services that have objects in table ip kube-proxy
+  delete  NS/NAME...  delete their kube-proxy objects once
+  watch   NS/NAME...  keep deleting them until interrupted (no apiserver)
+
+Run "svclb-guard <command> -h" for a command's flags.
+`
+
+// Main runs the command line and returns the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) < 1 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
+		"run": run, "list": list, "delete": deleteCmd, "watch": watch,
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		if args[0] != "-h" && args[0] != "--help" && args[0] != "help" {
+			fmt.Fprintf(stderr, "svclb-guard: unknown command %q\n", args[0])
+		}
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	if err := cmd(ctx, args[1:], stdout, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "svclb-guard %s: %v\n", args[0], err)
+		var u usageError
+		if errors.As(err, &u) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+type usageError struct{ error }
+
+func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *bool) {
+	fs := flag.NewFlagSet("svclb-guard "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	v := fs.Bool("v", false, "debug logs")
+	return fs, v
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	return nil
+}
+
+func logger(stderr io.Writer, debug bool) *slog.Logger {
+	lvl := slog.LevelInfo
+	if debug {
+		lvl = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+// parseServices reads NS/NAME arguments.
+func parseServices(args []string) ([]types.NamespacedName, error) {
+	if len(args) == 0 {
+		return nil, usageError{errors.New("name at least one Service as NS/NAME")}
+	}
+	var r []types.NamespacedName
+	for _, a := range args {
+		ns, name, ok := strings.Cut(a, "/")
+		if !ok || strings.Contains(name, "/") {
+			return nil, usageError{fmt.Errorf("%q: want NAMESPACE/NAME", a)}
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, usageError{fmt.Errorf("%q: namespace: %s", a, strings.Join(errs, "; "))}
+		}
+		if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
+			return nil, usageError{fmt.Errorf("%q: Service name: %s", a, strings.Join(errs, "; "))}
+		}
+		r = append(r, types.NamespacedName{Namespace: ns, Name: name})
+	}
+	return r, nil
+}
+
+func run(ctx context.Context, args []string, _, stderr io.Writer) error {
+	fs, v := newFlags("run", stderr)
+	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
+	listen := fs.String("listen", DefaultListen, "address of /status, /metrics and /healthz")
+	resync := fs.Duration("resync", 5*time.Second, "period of the full reconcile behind the nft monitor")
+	node := fs.String("node", os.Getenv("NODE_NAME"), "this node's name (reported in /status)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	log := logger(stderr, *v)
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubernetes client config: %w", err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	g, err := kubeproxyguard.New(kubeproxyguard.Options{NodeName: *node, Resync: *resync, Logger: log})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 3)
+	go func() { errc <- serve(ctx, *listen, g.Handler(), log) }()
+	go func() { errc <- g.Run(ctx) }()
+	go func() { errc <- kubeproxyguard.WatchServices(ctx, client, g) }()
+	log.Info("svclb-guard running", "node", *node, "listen", *listen, "selector", kubeproxyguard.Selector.String())
+	err = <-errc // the first to end ends all
+	cancel()
+	for range 2 {
+		err = errors.Join(err, <-errc)
+	}
+	return err
+}
+
+// serve serves h on addr until ctx ends ("" serves nothing).
+func serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
+	if addr == "" {
+		<-ctx.Done()
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	log.Info("serving status", "addr", l.Addr().String())
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", addr, err)
+	}
+	return nil
+}
+
+func list(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, _ := newFlags("list", stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	svcs, err := kubeproxyguard.List(0)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		type entry struct {
+			Namespace string                     `json:"namespace"`
+			Name      string                     `json:"name"`
+			Objects   []kubeproxyguard.ObjectRef `json:"objects"`
+		}
+		out := []entry{}
+		for _, s := range svcs {
+			out = append(out, entry{s.Service.Namespace, s.Service.Name, s.Objects})
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	for _, s := range svcs {
+		fmt.Fprintln(stdout, s.Service)
+		for _, o := range s.Objects {
+			fmt.Fprintf(stdout, "  %-7s  %s\n", o.Kind, o.Name)
+		}
+	}
+	return nil
+}
+
+func deleteCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, v := newFlags("delete", stderr)
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	svcs, err := parseServices(fs.Args())
+	if err != nil {
+		return err
+	}
+	g, err := kubeproxyguard.New(kubeproxyguard.Options{Logger: logger(stderr, *v)})
+	if err != nil {
+		return err
+	}
+	g.SetServices(svcs)
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	err = g.DeleteNow(ctx)
+	for _, s := range g.Status().Services {
+		fmt.Fprintf(stdout, "%s/%s: %s, %d object(s) deleted\n", s.Namespace, s.Name, s.State, len(s.Deleted))
+		for _, o := range s.Deleted {
+			fmt.Fprintf(stdout, "  %-7s  %s\n", o.Kind, o.Name)
+		}
+	}
+	return err
+}
+
+func watch(ctx context.Context, args []string, _, stderr io.Writer) error {
+	fs, v := newFlags("watch", stderr)
+	listen := fs.String("listen", "", "serve /status, /metrics and /healthz on this address")
+	resync := fs.Duration("resync", 5*time.Second, "period of the full reconcile behind the nft monitor")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	svcs, err := parseServices(fs.Args())
+	if err != nil {
+		return err
+	}
+	log := logger(stderr, *v)
+	g, err := kubeproxyguard.New(kubeproxyguard.Options{Resync: *resync, Logger: log})
+	if err != nil {
+		return err
+	}
+	g.SetServices(svcs)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- serve(ctx, *listen, g.Handler(), log) }()
+	err = g.Run(ctx)
+	cancel()
+	return errors.Join(err, <-errc)
+}
