@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -104,7 +103,7 @@ func TestE2E(t *testing.T) {
 // envCfg gives the legs e2e-framework's config (its klient).
 func envCfg() *envconf.Config { return testEnv.EnvConf() }
 
-var _ = ReportAfterEach(func(ctx context.Context, r SpecReport) {
+var _ = ReportAfterEach(func(ctx SpecContext, r SpecReport) {
 	if !r.Failed() {
 		return
 	}
