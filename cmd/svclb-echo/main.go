@@ -1,6 +1,6 @@
 // Command svclb-echo is the suite's backend and client image:
 //
-//	svclb-echo serve --port 8080 --health-port 8081 --delay-shutdown 30s
+//	svclb-echo serve --listen :8080 --health :8081 --delay-shutdown 30s
 //	svclb-echo dial --to 10.96.0.10:80 --count 10 --interval 100ms --timeout 2s
 //	svclb-echo idle   # keeps a client pod up (the image has no shell)
 package main
@@ -48,17 +48,21 @@ func main() {
 
 func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
-	port := fs.Int("port", 8080, "echo TCP port")
-	healthPort := fs.Int("health-port", 8081, "HTTP /healthz port (0: none)")
+	listen := fs.String("listen", ":8080", "echo TCP address")
+	port := fs.Int("port", 0, "echo TCP port (shorthand for -listen=:PORT)")
+	health := fs.String("health", ":8081", "HTTP /healthz address (empty: none)")
 	delay := fs.Duration("delay-shutdown", 0, "after SIGTERM, fail readiness but keep serving this long")
 	fs.Parse(args)
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(*port)))
+	if *port != 0 {
+		*listen = net.JoinHostPort("", strconv.Itoa(*port))
+	}
+	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}
 	var hl net.Listener
-	if *healthPort != 0 {
-		if hl, err = net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(*healthPort))); err != nil {
+	if *health != "" {
+		if hl, err = net.Listen("tcp", *health); err != nil {
 			return err
 		}
 	}
@@ -70,7 +74,7 @@ func serve(ctx context.Context, args []string, log *slog.Logger) error {
 		DelayShutdown: *delay,
 		Log:           log,
 	}
-	log.Info("serving", "port", *port, "health-port", *healthPort, "pod", s.Identity.Pod)
+	log.Info("serving", "listen", ln.Addr(), "health", *health, "pod", s.Identity.Pod)
 	return s.Serve(ctx, ln, hl)
 }
 
