@@ -1,18 +1,40 @@
 package e2e
 
 import (
-	"errors"
+	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/manifests"
 )
 
-// guardObjects returns the guard DaemonSet and what it needs, from fixtures/.
-func guardObjects() ([]client.Object, string, error) {
-	return nil, "", errors.New("fixtures: the guard manifests (fixtures/guard) are not available yet")
+// guardObjects returns the guard DaemonSet and what it needs, from fixtures/guard.
+func guardObjects() ([]client.Object, string) {
+	o := guard.Defaults()
+	o.Namespace = systemNS
+	o.Port = guardPort
+	// Images are kind-loaded, never pulled.
+	o.ImagePullPolicy = corev1.PullNever
+	return guard.Objects(o), guard.Name
 }
 
 // nodeObjects returns the node DaemonSet svclb-node (agent + proxy) and what
-// it needs, from fixtures/manifests.
+// it needs, from fixtures/manifests. Both phases start off: the legs flip them.
 func nodeObjects(proxy string) ([]client.Object, error) {
-	return nil, errors.New("fixtures: the node DaemonSet manifests (fixtures/manifests) are not available yet")
+	o := manifests.NodeOptions{}
+	switch proxy {
+	case "builtin":
+	case "envoy":
+		return nil, fmt.Errorf("PROXY=envoy: the Envoy bootstrap (fixtures/envoy) is not available yet")
+	default:
+		return nil, fmt.Errorf("proxy %q: want envoy or builtin", proxy)
+	}
+	return manifests.Node(o), nil
+}
+
+// meshed makes a pod a meshed pod with the fixtures' capture init container.
+func meshed(p *corev1.Pod) *corev1.Pod {
+	return manifests.MeshedPod(p, manifests.DefaultImages().Capture)
 }

@@ -15,7 +15,9 @@ import (
 
 // applyObjects server-side-applies objects (any kind the scheme knows), so a
 // re-run on a kept cluster updates what an earlier run deployed.
-func applyObjects(ctx context.Context, objs []client.Object) error {
+// Each fixture applies under its own field manager: two fixtures rendering the
+// same object (the namespace) must not remove each other's fields.
+func applyObjects(ctx context.Context, manager string, objs []client.Object) error {
 	r := suite.cluster.Client.Resources()
 	cr := r.GetControllerRuntimeClient()
 	for _, o := range objs {
@@ -27,7 +29,7 @@ func applyObjects(ctx context.Context, objs []client.Object) error {
 		o.SetResourceVersion("")
 		o.SetManagedFields(nil)
 		//nolint:staticcheck // client.Apply with typed objects is what e2e-framework's klient offers.
-		if err := cr.Patch(ctx, o, client.Apply, client.FieldOwner("svclb-e2e"), client.ForceOwnership); err != nil {
+		if err := cr.Patch(ctx, o, client.Apply, client.FieldOwner("svclb-e2e-"+manager), client.ForceOwnership); err != nil {
 			return fmt.Errorf("apply %s %s/%s: %w", gvk.Kind, o.GetNamespace(), o.GetName(), err)
 		}
 	}
@@ -61,11 +63,8 @@ func dsDone(ds *appsv1.DaemonSet) bool {
 }
 
 func deployGuard(ctx context.Context, _ *envconf.Config) (context.Context, error) {
-	objs, dsName, err := guardObjects()
-	if err != nil {
-		return ctx, err
-	}
-	if err := applyObjects(ctx, objs); err != nil {
+	objs, dsName := guardObjects()
+	if err := applyObjects(ctx, "guard", objs); err != nil {
 		return ctx, err
 	}
 	return ctx, waitDaemonSet(ctx, systemNS, dsName, 3*time.Minute)
@@ -76,7 +75,7 @@ func deployNode(ctx context.Context, _ *envconf.Config) (context.Context, error)
 	if err != nil {
 		return ctx, err
 	}
-	if err := applyObjects(ctx, objs); err != nil {
+	if err := applyObjects(ctx, "node", objs); err != nil {
 		return ctx, err
 	}
 	if err := waitDaemonSet(ctx, systemNS, nodeDaemonSet, 3*time.Minute); err != nil {

@@ -16,12 +16,10 @@ import (
 )
 
 const (
-	echoImage    = "svclb/echo:dev"
-	captureImage = "svclb/capture:dev"
-	echoPort     = 8080
-	healthPort   = 8081
+	echoImage  = "svclb/echo:dev"
+	echoPort   = 8080
+	healthPort = 8081
 
-	labelCaptured  = "svclb.dev/captured"
 	labelKubeProxy = "svclb.dev/kube-proxy"
 )
 
@@ -84,7 +82,7 @@ func echoDeployment(name string, o backendOpts) *appsv1.Deployment {
 }
 
 func echoServeArgs(delay time.Duration) []string {
-	return []string{"serve", fmt.Sprintf("-listen=:%d", echoPort), fmt.Sprintf("-health=:%d", healthPort), "-delay-shutdown=" + delay.String()}
+	return []string{"serve", fmt.Sprintf("-port=%d", echoPort), fmt.Sprintf("-health-port=%d", healthPort), "-delay-shutdown=" + delay.String()}
 }
 
 func identityEnv() []corev1.EnvVar {
@@ -122,34 +120,24 @@ func legService(name string, o svcOpts) *corev1.Service {
 	return s
 }
 
-// meshedClient is a meshed pod pinned to a node: the capture init container
-// diverts its TCP to the node proxy; the app container idles as an echo
-// server and the legs exec `svclb-echo dial` in it.
+// meshedClient is a meshed pod pinned to a node: the fixtures' capture init
+// container diverts its TCP to the node proxy; the app container idles and the
+// legs exec `svclb-echo dial` in it.
 func meshedClient(name, node string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: suite.legsNS, Labels: map[string]string{labelCaptured: "true", "role": "client"}},
+	return meshed(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: suite.legsNS, Labels: map[string]string{"role": "client"}},
 		Spec: corev1.PodSpec{
 			NodeName: node,
-			// The capture init container waits for the node proxy's listener
-			// in this pod's netns: the agent only creates it for a running
-			// sandbox, so the pod must not need anything else first.
-			InitContainers: []corev1.Container{{
-				Name:            "capture",
-				Image:           captureImage,
-				ImagePullPolicy: corev1.PullNever,
-				Args:            []string{"-timeout=3m"},
-				SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}},
-			}},
 			Containers: []corev1.Container{{
 				Name:            "app",
 				Image:           echoImage,
 				ImagePullPolicy: corev1.PullNever,
-				Args:            echoServeArgs(0),
+				Args:            []string{"idle"},
 				Env:             identityEnv(),
 			}},
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
 		},
-	}
+	})
 }
 
 // apply creates objects, replacing none: every leg starts in a fresh namespace.
