@@ -1,0 +1,127 @@
+package translate
+
+import (
+	"net/netip"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// ConnectTimeout bounds an upstream connect; outlier detection ejects a host after
+// localOriginFailures of them in a row.
+const ConnectTimeout = 5 * time.Second
+
+// Port is one IPv4 TCP port of a Service's cluster IP: one svc: cluster.
+type Port struct {
+	VIP  netip.Addr
+	Port uint16
+	Name string // the Service port's name, which names the slice port
+}
+
+// ServicePorts lists the svc: clusters a Service gets: every TCP port on every IPv4 cluster IP.
+// Headless and ExternalName Services get none.
+func ServicePorts(svc *corev1.Service) []Port {
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return nil
+	}
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	var out []Port
+	for _, s := range ips {
+		ip, err := netip.ParseAddr(s)
+		if err != nil || !ip.Is4() {
+			continue // "None" (headless), IPv6
+		}
+		for _, p := range svc.Spec.Ports {
+			if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP || p.Port <= 0 || p.Port > 65535 {
+				continue
+			}
+			out = append(out, Port{VIP: ip, Port: uint16(p.Port), Name: p.Name})
+		}
+	}
+	return out
+}
+
+// Service builds the cluster and load assignment of every svc: port of svc from its slices.
+// Clusters and loads are index-aligned; endpoints counts the LbEndpoints across them.
+func Service(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, node Node) (clusters []*clusterv3.Cluster, loads []*endpointv3.ClusterLoadAssignment, endpoints int) {
+	for _, p := range ServicePorts(svc) {
+		name := ClusterName(p.VIP, p.Port)
+		clusters = append(clusters, Cluster(name, StatName(svc.Namespace, svc.Name, p.Port),
+			svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP))
+		sel := SelectEndpoints(svc, p.Name, eps, node)
+		endpoints += len(sel)
+		loads = append(loads, LoadAssignment(name, sel))
+	}
+	return clusters, loads, endpoints
+}
+
+// Cluster is the EDS cluster of one Service port.
+func Cluster(name, statName string, clientIPAffinity bool) *clusterv3.Cluster {
+	c := &clusterv3.Cluster{
+		Name:                 name,
+		AltStatName:          statName,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+		EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{EdsConfig: &corev3.ConfigSource{
+			ResourceApiVersion:    corev3.ApiVersion_V3,
+			ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+		}},
+		ConnectTimeout: durationpb.New(ConnectTimeout),
+		LbPolicy:       clusterv3.Cluster_ROUND_ROBIN,
+		// kube-proxy has no panic mode: with no healthy host a connection is refused (UH).
+		CommonLbConfig: &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}},
+		OutlierDetection: &clusterv3.OutlierDetection{
+			SplitExternalLocalOriginErrors:        true,
+			ConsecutiveLocalOriginFailure:         wrapperspb.UInt32(localOriginFailures),
+			EnforcingConsecutiveLocalOriginFailure: wrapperspb.UInt32(100),
+			// Without it a Service with one unreachable backend never ejects it.
+			AlwaysEjectOneHost: wrapperspb.Bool(true),
+		},
+	}
+	if clientIPAffinity {
+		c.LbPolicy = clusterv3.Cluster_RING_HASH
+	}
+	return c
+}
+
+// LoadAssignment groups endpoints into one locality per (priority, zone).
+func LoadAssignment(name string, eps []Endpoint) *endpointv3.ClusterLoadAssignment {
+	cla := &endpointv3.ClusterLoadAssignment{
+		ClusterName: name,
+		Policy: &endpointv3.ClusterLoadAssignment_Policy{
+			OverprovisioningFactor: wrapperspb.UInt32(overprovisioning),
+		},
+	}
+	var cur *endpointv3.LocalityLbEndpoints
+	for _, e := range eps { // sorted by (priority, zone, address)
+		if cur == nil || cur.Priority != e.Priority || cur.Locality.GetZone() != e.Zone {
+			cur = &endpointv3.LocalityLbEndpoints{Priority: e.Priority, Locality: &corev3.Locality{Zone: e.Zone}}
+			cla.Endpoints = append(cla.Endpoints, cur)
+		}
+		cur.LbEndpoints = append(cur.LbEndpoints, &endpointv3.LbEndpoint{
+			// Terminating endpoints are HEALTHY too: DRAINING would still take traffic in panic
+			// mode (envoy#46800) and DEGRADED shares spillover; the band alone orders them.
+			HealthStatus: corev3.HealthStatus_HEALTHY,
+			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+				Address: socketAddress(e.Addr),
+			}},
+		})
+	}
+	return cla
+}
+
+func socketAddress(ap netip.AddrPort) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address:       ap.Addr().String(),
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(ap.Port())},
+	}}}
+}

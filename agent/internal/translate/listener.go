@@ -1,0 +1,165 @@
+package translate
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
+	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	grpclogv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
+	sfscommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/set_filter_state/v3"
+	originaldstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+	setfilterstatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/set_filter_state/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	netinputsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/matching/common_inputs/network/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// IdleTimeout closes an idle captured connection, like tcp_proxy's default (1 h).
+const IdleTimeout = time.Hour
+
+// CapturedPod is a meshed pod on this node whose network namespace was found.
+type CapturedPod struct {
+	Namespace, Name string
+	NetnsPath       string // e.g. /var/run/netns/cni-…
+}
+
+// ListenerOptions is the node-wide state every capture listener shares.
+type ListenerOptions struct {
+	Range      []netip.Prefix // the Service range; ignored unless RangeKnown
+	RangeKnown bool
+	Phase1     bool // Service range → cap_svc (else cap_passthrough_svc, "today's build")
+	Phase2     bool // cap_svc reports UH/NC over gRPC ALS
+}
+
+// CaptureListener is the listener bound into one captured pod's network namespace.
+func CaptureListener(pod CapturedPod, o ListenerOptions) *listenerv3.Listener {
+	l := &listenerv3.Listener{
+		Name: ListenerName(pod.Namespace, pod.Name),
+		Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address:                  "0.0.0.0",
+			PortSpecifier:            &corev3.SocketAddress_PortValue{PortValue: CapturePort},
+			NetworkNamespaceFilepath: pod.NetnsPath,
+		}}},
+		Transparent: wrapperspb.Bool(true),
+		ListenerFilters: []*listenerv3.ListenerFilter{{
+			Name:       originalDstFilter,
+			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&originaldstv3.OriginalDst{})},
+		}},
+		DefaultFilterChain: passthroughChain(ChainPassthrough),
+	}
+	if !o.RangeKnown || len(o.Range) == 0 {
+		return l // no range: every destination passes through unchanged
+	}
+	svcChain := ChainPassthroughSvc
+	if o.Phase1 {
+		svcChain = ChainSvc
+		l.FilterChains = []*listenerv3.FilterChain{svcFilterChain(o.Phase2)}
+	} else {
+		l.FilterChains = []*listenerv3.FilterChain{passthroughChain(ChainPassthroughSvc)}
+	}
+	ranges := make([]*xdscorev3.CidrRange, 0, len(o.Range))
+	for _, p := range o.Range {
+		ranges = append(ranges, &xdscorev3.CidrRange{AddressPrefix: p.Addr().String(), PrefixLen: wrapperspb.UInt32(uint32(p.Bits()))})
+	}
+	l.FilterChainMatcher = &matcherv3.Matcher{MatcherType: &matcherv3.Matcher_MatcherTree_{MatcherTree: &matcherv3.Matcher_MatcherTree{
+		Input: &xdscorev3.TypedExtensionConfig{Name: destinationIPInput, TypedConfig: mustAny(&netinputsv3.DestinationIPInput{})},
+		TreeType: &matcherv3.Matcher_MatcherTree_CustomMatch{CustomMatch: &xdscorev3.TypedExtensionConfig{
+			Name: trieMatcher,
+			TypedConfig: mustAny(&matcherv3.IPMatcher{RangeMatchers: []*matcherv3.IPMatcher_IPRangeMatcher{{
+				Ranges: ranges,
+				OnMatch: &matcherv3.Matcher_OnMatch{OnMatch: &matcherv3.Matcher_OnMatch_Action{Action: &xdscorev3.TypedExtensionConfig{
+					Name: svcChain, TypedConfig: mustAny(wrapperspb.String(svcChain)),
+				}}},
+			}}}),
+		}},
+	}}}
+	return l
+}
+
+func passthroughChain(name string) *listenerv3.FilterChain {
+	return &listenerv3.FilterChain{Name: name, Filters: []*listenerv3.Filter{tcpProxy(&tcpproxyv3.TcpProxy{
+		StatPrefix:       name,
+		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: PassthroughCluster},
+		IdleTimeout:      durationpb.New(IdleTimeout),
+	})}}
+}
+
+func svcFilterChain(phase2 bool) *listenerv3.FilterChain {
+	sfs := &setfilterstatev3.Config{OnNewConnection: []*sfscommonv3.FilterStateValue{{
+		Key: &sfscommonv3.FilterStateValue_ObjectKey{ObjectKey: filterStateKey},
+		Value: &sfscommonv3.FilterStateValue_FormatString{FormatString: &corev3.SubstitutionFormatString{
+			Format: &corev3.SubstitutionFormatString_TextFormatSource{TextFormatSource: &corev3.DataSource{
+				Specifier: &corev3.DataSource_InlineString{InlineString: filterStateFormat},
+			}},
+		}},
+	}}}
+	tp := &tcpproxyv3.TcpProxy{
+		StatPrefix: ChainSvc,
+		// Never published: the filter state set above always names the svc: cluster.
+		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: PlaceholderCluster},
+		IdleTimeout:      durationpb.New(IdleTimeout),
+		// Only RING_HASH clusters (ClientIP affinity) consult it; it is inert elsewhere.
+		HashPolicy: []*typev3.HashPolicy{{PolicySpecifier: &typev3.HashPolicy_SourceIp_{SourceIp: &typev3.HashPolicy_SourceIp{}}}},
+	}
+	if phase2 {
+		tp.AccessLog = []*accesslogv3.AccessLog{{
+			Name: tcpGRPCAccessLog,
+			Filter: &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_ResponseFlagFilter{
+				ResponseFlagFilter: &accesslogv3.ResponseFlagFilter{Flags: []string{"UH", "NC"}},
+			}},
+			ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: mustAny(&grpclogv3.TcpGrpcAccessLogConfig{
+				CommonConfig: &grpclogv3.CommonGrpcAccessLogConfig{
+					LogName: RefusalLogName,
+					GrpcService: &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
+						EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: XDSCluster},
+					}},
+					TransportApiVersion: corev3.ApiVersion_V3,
+				},
+			})},
+		}}
+	}
+	return &listenerv3.FilterChain{Name: ChainSvc, Filters: []*listenerv3.Filter{
+		{Name: setFilterStateFilter, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(sfs)}},
+		tcpProxy(tp),
+	}}
+}
+
+func tcpProxy(tp *tcpproxyv3.TcpProxy) *listenerv3.Filter {
+	return &listenerv3.Filter{Name: tcpProxyFilter, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(tp)}}
+}
+
+// PassthroughOriginalDst is the cluster every non-Service destination leaves through, marked so
+// the pod's capture rules do not catch the proxy's own upstream connection again.
+func PassthroughOriginalDst() *clusterv3.Cluster {
+	return &clusterv3.Cluster{
+		Name:                 PassthroughCluster,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST},
+		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
+		ConnectTimeout:       durationpb.New(ConnectTimeout),
+		UpstreamBindConfig: &corev3.BindConfig{SocketOptions: []*corev3.SocketOption{{
+			Description: "SO_MARK 0xae7e: the proxy's own upstream",
+			Level:       soMarkLevel,
+			Name:        soMark,
+			Value:       &corev3.SocketOption_IntValue{IntValue: ProxyUpstreamMark},
+			State:       corev3.SocketOption_STATE_PREBIND,
+		}}},
+	}
+}
+
+func mustAny(m proto.Message) *anypb.Any {
+	a, err := anypb.New(m)
+	if err != nil {
+		panic(fmt.Sprintf("marshal %T: %v", m, err)) // only fails for a broken proto registry
+	}
+	return a
+}

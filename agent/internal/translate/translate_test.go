@@ -1,0 +1,351 @@
+package translate
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+var thisNode = Node{Name: "node-a", Zone: "zone-a"}
+
+func service(mut ...func(*corev1.Service)) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	for _, m := range mut {
+		m(s)
+	}
+	return s
+}
+
+type epOpt func(*discoveryv1.Endpoint)
+
+func ep(ip string, opts ...epOpt) discoveryv1.Endpoint {
+	e := discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{
+		Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}}
+	for _, o := range opts {
+		o(&e)
+	}
+	return e
+}
+
+func terminating(e *discoveryv1.Endpoint) {
+	e.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}
+}
+func notReady(e *discoveryv1.Endpoint) {
+	e.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(false)}
+}
+func terminatingNotServing(e *discoveryv1.Endpoint) {
+	e.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(true)}
+}
+func onNode(n string) epOpt    { return func(e *discoveryv1.Endpoint) { e.NodeName = ptr.To(n) } }
+func inZone(z string) epOpt    { return func(e *discoveryv1.Endpoint) { e.Zone = ptr.To(z) } }
+func hints(z ...string) epOpt {
+	return func(e *discoveryv1.Endpoint) {
+		e.Hints = &discoveryv1.EndpointHints{}
+		for _, n := range z {
+			e.Hints.ForZones = append(e.Hints.ForZones, discoveryv1.ForZone{Name: n})
+		}
+	}
+}
+
+func slice(portName string, port int32, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "web-" + portName, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Endpoints:   eps,
+	}
+}
+
+// render prints "priority/zone/addr[T]" per endpoint: compact enough for a table.
+func render(eps []Endpoint) string {
+	var b []string
+	for _, e := range eps {
+		s := strings.Join([]string{string(rune('0' + e.Priority)), e.Zone, e.Addr.String()}, "/")
+		if e.Terminating {
+			s += "T"
+		}
+		b = append(b, s)
+	}
+	return strings.Join(b, " ")
+}
+
+func TestSelectEndpoints(t *testing.T) {
+	itpLocal := func(s *corev1.Service) {
+		s.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
+	}
+	preferClose := func(s *corev1.Service) {
+		s.Spec.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferClose)
+	}
+	for _, tc := range []struct {
+		name   string
+		svc    *corev1.Service
+		slices []*discoveryv1.EndpointSlice
+		node   Node
+		want   string
+	}{
+		{name: "ready in band 0", svc: service(), slices: []*discoveryv1.EndpointSlice{slice("http", 8080, ep("10.0.0.2"), ep("10.0.0.1"))},
+			want: "0//10.0.0.1:8080 0//10.0.0.2:8080"},
+		{name: "nil conditions mean ready", svc: service(), slices: []*discoveryv1.EndpointSlice{slice("http", 8080,
+			discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}})}, want: "0//10.0.0.1:8080"},
+		{name: "serving+terminating after ready", svc: service(), slices: []*discoveryv1.EndpointSlice{slice("http", 8080, ep("10.0.0.1", terminating), ep("10.0.0.2"))},
+			want: "0//10.0.0.2:8080 1//10.0.0.1:8080T"},
+		{name: "only terminating: still contiguous from 0", svc: service(), slices: []*discoveryv1.EndpointSlice{slice("http", 8080, ep("10.0.0.1", terminating))},
+			want: "0//10.0.0.1:8080T"},
+		{name: "neither ready nor serving-terminating: absent", svc: service(), slices: []*discoveryv1.EndpointSlice{slice("http", 8080,
+			ep("10.0.0.1", notReady), ep("10.0.0.2", terminatingNotServing))}, want: ""},
+		{name: "ITP Local keeps this node only", svc: service(itpLocal), slices: []*discoveryv1.EndpointSlice{slice("http", 8080,
+			ep("10.0.0.1", onNode("node-a")), ep("10.0.0.2", onNode("node-b")), ep("10.0.0.3"))}, node: thisNode, want: "0//10.0.0.1:8080"},
+		{name: "ITP Local none local: empty", svc: service(itpLocal), slices: []*discoveryv1.EndpointSlice{slice("http", 8080,
+			ep("10.0.0.2", onNode("node-b")))}, node: thisNode, want: ""},
+		{name: "PreferClose: this zone first", svc: service(preferClose), slices: []*discoveryv1.EndpointSlice{slice("http", 8080,
+			ep("10.0.0.1", inZone("zone-b")), ep("10.0.0.2", inZone("zone-a")), ep("10.0.0.3", inZone("zone-c")))}, node: thisNode,
+			want: "0/zone-a/10.0.0.2:8080 1/zone-b/10.0.0.1:8080 1/zone-c/10.0.0.3:8080"},
+		{name: "PreferClose with terminating: four bands", svc: service(preferClose), slices: []*discoveryv1.EndpointSlice{slice("http", 8080,
+			ep("10.0.0.1", inZone("zone-b")), ep("10.0.0.2", inZone("zone-a")), ep("10.0.0.3", inZone("zone-a"), terminating), ep("10.0.0.4", inZone("zone-b"), terminating))}, node: thisNode,
+			want: "0/zone-a/10.0.0.2:8080 1/zone-b/10.0.0.1:8080 2/zone-a/10.0.0.3:8080T 3/zone-b/10.0.0.4:8080T"},
+		{name: "PreferClose nothing in this zone: one band", svc: service(preferClose), slices: []*discoveryv1.EndpointSlice{slice("http", 8080,
+			ep("10.0.0.1", inZone("zone-b")))}, node: thisNode, want: "0/zone-b/10.0.0.1:8080"},
+		{name: "PreferClose without node zone: no topology", svc: service(preferClose), slices: []*discoveryv1.EndpointSlice{slice("http", 8080,
+			ep("10.0.0.1", inZone("zone-b")), ep("10.0.0.2", inZone("zone-a")))}, node: Node{Name: "node-a"},
+			want: "0/zone-a/10.0.0.2:8080 0/zone-b/10.0.0.1:8080"},
+		{name: "no PreferClose: zones ignored", svc: service(), slices: []*discoveryv1.EndpointSlice{slice("http", 8080,
+			ep("10.0.0.1", inZone("zone-b")), ep("10.0.0.2", inZone("zone-a")))}, node: thisNode,
+			want: "0/zone-a/10.0.0.2:8080 0/zone-b/10.0.0.1:8080"},
+		{name: "hints win over PreferClose", svc: service(preferClose), slices: []*discoveryv1.EndpointSlice{slice("http", 8080,
+			ep("10.0.0.1", inZone("zone-b"), hints("zone-a")), ep("10.0.0.2", inZone("zone-a"), hints("zone-c")))}, node: thisNode,
+			want: "0/zone-b/10.0.0.1:8080 1/zone-a/10.0.0.2:8080"},
+		{name: "hints alone apply", svc: service(), slices: []*discoveryv1.EndpointSlice{slice("http", 8080,
+			ep("10.0.0.1", inZone("zone-b"), hints("zone-b")), ep("10.0.0.2", inZone("zone-c"), hints("zone-a")))}, node: thisNode,
+			want: "0/zone-c/10.0.0.2:8080 1/zone-b/10.0.0.1:8080"},
+		{name: "merged across slices, deduped, ready copy wins", svc: service(), slices: []*discoveryv1.EndpointSlice{
+			slice("http", 8080, ep("10.0.0.1", terminating), ep("10.0.0.2")),
+			slice("http", 8080, ep("10.0.0.1"), ep("10.0.0.3"), ep("10.0.0.2"))},
+			want: "0//10.0.0.1:8080 0//10.0.0.2:8080 0//10.0.0.3:8080"},
+		{name: "named targetPort resolved per slice", svc: service(func(s *corev1.Service) { s.Spec.Ports[0].TargetPort = intstr.FromString("web") }),
+			slices: []*discoveryv1.EndpointSlice{slice("http", 8080, ep("10.0.0.1")), slice("http", 9090, ep("10.0.0.2"))},
+			want:   "0//10.0.0.1:8080 0//10.0.0.2:9090"},
+		{name: "no slice port of the Service port's name: empty", svc: service(), slices: []*discoveryv1.EndpointSlice{slice("other", 8080, ep("10.0.0.1"))}, want: ""},
+		{name: "IPv6 and FQDN slices ignored", svc: service(), slices: func() []*discoveryv1.EndpointSlice {
+			v6 := slice("http", 8080, ep("fd00::1"))
+			v6.AddressType = discoveryv1.AddressTypeIPv6
+			fq := slice("http", 8080, ep("db.example.com"))
+			fq.AddressType = discoveryv1.AddressTypeFQDN
+			return []*discoveryv1.EndpointSlice{v6, fq, slice("http", 8080, ep("10.0.0.1"))}
+		}(), want: "0//10.0.0.1:8080"},
+		{name: "endpoints without addresses or ports skipped", svc: service(), slices: func() []*discoveryv1.EndpointSlice {
+			noPort := slice("http", 8080, ep("10.0.0.9"))
+			noPort.Ports[0].Port = nil
+			udp := slice("http", 8080, ep("10.0.0.8"))
+			udp.Ports[0].Protocol = ptr.To(corev1.ProtocolUDP)
+			bad := slice("http", 8080, discoveryv1.Endpoint{}, ep("not-an-ip"), ep("10.0.0.1"))
+			return []*discoveryv1.EndpointSlice{noPort, udp, bad, nil}
+		}(), want: "0//10.0.0.1:8080"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := render(SelectEndpoints(tc.svc, "http", tc.slices, tc.node))
+			if got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestServicePorts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		svc  *corev1.Service
+		want []string
+	}{
+		{"clusterIP", service(), []string{"svc:10.96.0.10:80"}},
+		{"headless", service(func(s *corev1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = "None", []string{"None"} }), nil},
+		{"ExternalName", service(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeExternalName }), nil},
+		{"dual-stack keeps IPv4", service(func(s *corev1.Service) { s.Spec.ClusterIPs = []string{"fd00::10", "10.96.0.11"} }), []string{"svc:10.96.0.11:80"}},
+		{"UDP ports skipped", service(func(s *corev1.Service) {
+			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
+				corev1.ServicePort{Name: "alt", Port: 81})
+		}), []string{"svc:10.96.0.10:80", "svc:10.96.0.10:81"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, p := range ServicePorts(tc.svc) {
+				got = append(got, ClusterName(p.VIP, p.Port))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestServiceCluster(t *testing.T) {
+	svc := service(func(s *corev1.Service) { s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP })
+	cs, ls, n := Service(svc, []*discoveryv1.EndpointSlice{slice("http", 8080, ep("10.0.0.1"), ep("10.0.0.2", terminating))}, thisNode)
+	if len(cs) != 1 || len(ls) != 1 || n != 2 {
+		t.Fatalf("got %d clusters, %d loads, %d endpoints", len(cs), len(ls), n)
+	}
+	c, l := cs[0], ls[0]
+	for _, m := range []validator{c, l} {
+		if err := Validate(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.Name != "svc:10.96.0.10:80" || c.AltStatName != "svc.ns.web.80" || l.ClusterName != c.Name {
+		t.Errorf("names: %s %s %s", c.Name, c.AltStatName, l.ClusterName)
+	}
+	if c.LbPolicy != clusterv3.Cluster_RING_HASH {
+		t.Errorf("ClientIP affinity: lb policy %v, want RING_HASH", c.LbPolicy)
+	}
+	if c.GetCommonLbConfig().GetHealthyPanicThreshold() == nil || c.CommonLbConfig.HealthyPanicThreshold.Value != 0 {
+		t.Error("healthy_panic_threshold must be set to 0 explicitly")
+	}
+	od := c.GetOutlierDetection()
+	if !od.GetSplitExternalLocalOriginErrors() || od.GetConsecutiveLocalOriginFailure().GetValue() == 0 || !od.GetAlwaysEjectOneHost().GetValue() {
+		t.Errorf("outlier detection: %v", od)
+	}
+	if got := l.GetPolicy().GetOverprovisioningFactor().GetValue(); got != 140 {
+		t.Errorf("overprovisioning %d", got)
+	}
+	if len(l.Endpoints) != 2 || l.Endpoints[0].Priority != 0 || l.Endpoints[1].Priority != 1 {
+		t.Fatalf("bands: %v", l.Endpoints)
+	}
+	for _, le := range l.Endpoints {
+		for _, e := range le.LbEndpoints {
+			if e.HealthStatus.String() != "HEALTHY" {
+				t.Errorf("endpoint %v: %v, want HEALTHY", e.GetEndpoint().GetAddress(), e.HealthStatus)
+			}
+		}
+	}
+	plain, _, _ := Service(service(), nil, thisNode)
+	if plain[0].LbPolicy != clusterv3.Cluster_ROUND_ROBIN {
+		t.Errorf("no affinity: %v", plain[0].LbPolicy)
+	}
+}
+
+func listenerOpts(p1, p2 bool) ListenerOptions {
+	return ListenerOptions{Range: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}, RangeKnown: true, Phase1: p1, Phase2: p2}
+}
+
+func chainNames(l *listenerv3.Listener) []string {
+	var out []string
+	for _, fc := range l.FilterChains {
+		out = append(out, fc.Name)
+	}
+	return append(out, "default="+l.GetDefaultFilterChain().GetName())
+}
+
+func TestCaptureListener(t *testing.T) {
+	pod := CapturedPod{Namespace: "ns", Name: "client", NetnsPath: "/var/run/netns/cni-1"}
+	for _, tc := range []struct {
+		name      string
+		opts      ListenerOptions
+		chains    string
+		action    string
+		accessLog bool
+	}{
+		{"phase1+2", listenerOpts(true, true), "cap_svc default=cap_passthrough", "cap_svc", true},
+		{"phase1 only", listenerOpts(true, false), "cap_svc default=cap_passthrough", "cap_svc", false},
+		{"phase1 off", listenerOpts(false, true), "cap_passthrough_svc default=cap_passthrough", "cap_passthrough_svc", false},
+		{"range unknown", ListenerOptions{Phase1: true, Phase2: true}, "default=cap_passthrough", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := CaptureListener(pod, tc.opts)
+			if err := Validate(l); err != nil {
+				t.Fatal(err)
+			}
+			set := Set{Listeners: map[string]*listenerv3.Listener{l.Name: l},
+				Clusters: map[string]*clusterv3.Cluster{PassthroughCluster: PassthroughOriginalDst()}}
+			if err := CheckReferences(set); err != nil {
+				t.Fatal(err)
+			}
+			if l.Name != "capture~ns~client" || l.GetAddress().GetSocketAddress().GetNetworkNamespaceFilepath() != pod.NetnsPath ||
+				l.GetAddress().GetSocketAddress().GetPortValue() != 18001 || !l.GetTransparent().GetValue() {
+				t.Errorf("listener basics: %v", l)
+			}
+			if got := strings.Join(chainNames(l), " "); got != tc.chains {
+				t.Errorf("chains %q, want %q", got, tc.chains)
+			}
+			actions, err := matcherActions(l.FilterChainMatcher)
+			if err != nil || strings.Join(actions, ",") != tc.action {
+				t.Errorf("matcher actions %v (%v), want %q", actions, err, tc.action)
+			}
+			hasLog := false
+			for _, fc := range l.FilterChains {
+				for _, f := range fc.Filters {
+					tp := &tcpproxyv3.TcpProxy{}
+					if f.GetTypedConfig().MessageIs(tp) {
+						_ = f.GetTypedConfig().UnmarshalTo(tp)
+						hasLog = hasLog || len(tp.AccessLog) > 0
+					}
+				}
+			}
+			if hasLog != tc.accessLog {
+				t.Errorf("access log present %v, want %v", hasLog, tc.accessLog)
+			}
+		})
+	}
+}
+
+func TestCheckReferencesRejects(t *testing.T) {
+	pod := CapturedPod{Namespace: "ns", Name: "client", NetnsPath: "/var/run/netns/cni-1"}
+	good := func() Set {
+		l := CaptureListener(pod, listenerOpts(true, true))
+		cs, ls, _ := Service(service(), nil, thisNode)
+		return Set{
+			Listeners: map[string]*listenerv3.Listener{l.Name: l},
+			Clusters:  map[string]*clusterv3.Cluster{PassthroughCluster: PassthroughOriginalDst(), cs[0].Name: cs[0]},
+			Loads:     map[string]*endpointv3.ClusterLoadAssignment{ls[0].ClusterName: ls[0]},
+		}
+	}
+	if err := CheckReferences(good()); err != nil {
+		t.Fatalf("good set rejected: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		mut  func(*Set)
+		want string
+	}{
+		{"passthrough cluster missing", func(s *Set) { delete(s.Clusters, PassthroughCluster) }, "not published"},
+		{"load assignment missing", func(s *Set) { clear(s.Loads) }, "no load assignment"},
+		{"orphan load assignment", func(s *Set) { delete(s.Clusters, "svc:10.96.0.10:80") }, "no cluster"},
+		{"matcher names a missing chain", func(s *Set) { s.Listeners["capture~ns~client"].FilterChains[0].Name = "other" }, "does not exist"},
+		{"duplicate chain", func(s *Set) { s.Listeners["capture~ns~client"].FilterChains[0].Name = ChainPassthrough }, "duplicate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := good()
+			tc.mut(&s)
+			err := CheckReferences(s)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateRejectsInvalid(t *testing.T) {
+	c := Cluster("", "x", false) // empty name violates the proto's rules
+	if err := Validate(c); err == nil {
+		t.Error("cluster without name validated")
+	}
+	l := CaptureListener(CapturedPod{Namespace: "ns", Name: "p"}, listenerOpts(true, true))
+	l.ListenerFilters[0].GetTypedConfig().TypeUrl = "type.googleapis.com/nope.Nope"
+	if err := Validate(l); err == nil {
+		t.Error("listener with unresolvable typed config validated")
+	}
+}

@@ -1,0 +1,149 @@
+package translate
+
+import (
+	"errors"
+	"fmt"
+
+	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	// The typed configs the listeners carry must resolve so Validate can look inside them.
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/set_filter_state/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/matching/common_inputs/network/v3"
+)
+
+// Set is a complete resource set, keyed by resource name.
+type Set struct {
+	Clusters  map[string]*clusterv3.Cluster
+	Loads     map[string]*endpointv3.ClusterLoadAssignment
+	Listeners map[string]*listenerv3.Listener
+}
+
+type validator interface{ ValidateAll() error }
+
+// Validate runs the protos' ValidateAll on m and, because ValidateAll stops at Any, on every
+// typed config nested in it.
+func Validate(m validator) error {
+	if err := m.ValidateAll(); err != nil {
+		return err
+	}
+	l, ok := m.(*listenerv3.Listener)
+	if !ok {
+		return nil
+	}
+	var anys []*anypb.Any
+	for _, f := range l.GetListenerFilters() {
+		anys = append(anys, f.GetTypedConfig())
+	}
+	for _, fc := range append(l.GetFilterChains(), l.GetDefaultFilterChain()) {
+		for _, f := range fc.GetFilters() {
+			anys = append(anys, f.GetTypedConfig())
+		}
+	}
+	if mt := l.GetFilterChainMatcher().GetMatcherTree(); mt != nil {
+		anys = append(anys, mt.GetInput().GetTypedConfig(), mt.GetCustomMatch().GetTypedConfig())
+	}
+	for _, a := range anys {
+		if a == nil {
+			continue
+		}
+		inner, err := a.UnmarshalNew()
+		if err != nil {
+			return fmt.Errorf("listener %s: typed config %s: %w", l.Name, a.TypeUrl, err)
+		}
+		if v, ok := inner.(validator); ok {
+			if err := v.ValidateAll(); err != nil {
+				return fmt.Errorf("listener %s: %s: %w", l.Name, a.TypeUrl, err)
+			}
+		}
+		if tp, ok := inner.(*tcpproxyv3.TcpProxy); ok {
+			for _, al := range tp.GetAccessLog() {
+				if _, err := al.GetTypedConfig().UnmarshalNew(); err != nil {
+					return fmt.Errorf("listener %s: access log: %w", l.Name, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// CheckReferences is the cross-reference check ValidateAll cannot do: every chain a listener's
+// matcher names exists, every cluster a chain names is published (the svc placeholder aside:
+// filter state always overrides it), and every EDS cluster has its load assignment.
+func CheckReferences(s Set) error {
+	var errs []error
+	for name, l := range s.Listeners {
+		chains := map[string]bool{}
+		for _, fc := range append(l.GetFilterChains(), l.GetDefaultFilterChain()) {
+			if fc == nil {
+				continue
+			}
+			if chains[fc.Name] {
+				errs = append(errs, fmt.Errorf("listener %s: duplicate filter chain %q", name, fc.Name))
+			}
+			chains[fc.Name] = true
+			for _, f := range fc.GetFilters() {
+				tp := &tcpproxyv3.TcpProxy{}
+				if f.GetTypedConfig().MessageIs(tp) {
+					if err := f.GetTypedConfig().UnmarshalTo(tp); err != nil {
+						errs = append(errs, fmt.Errorf("listener %s: %w", name, err))
+						continue
+					}
+					if c := tp.GetCluster(); c != PlaceholderCluster && s.Clusters[c] == nil {
+						errs = append(errs, fmt.Errorf("listener %s chain %s: cluster %q not published", name, fc.Name, c))
+					}
+				}
+			}
+		}
+		actions, err := matcherActions(l.GetFilterChainMatcher())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listener %s: %w", name, err))
+		}
+		for _, a := range actions {
+			if !chains[a] {
+				errs = append(errs, fmt.Errorf("listener %s: matcher names chain %q that does not exist", name, a))
+			}
+		}
+	}
+	for name, c := range s.Clusters {
+		if c.GetType() == clusterv3.Cluster_EDS && s.Loads[name] == nil {
+			errs = append(errs, fmt.Errorf("cluster %s: no load assignment", name))
+		}
+	}
+	for name := range s.Loads {
+		if s.Clusters[name] == nil {
+			errs = append(errs, fmt.Errorf("load assignment %s: no cluster", name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func matcherActions(m *matcherv3.Matcher) ([]string, error) {
+	if m == nil {
+		return nil, nil
+	}
+	cm := m.GetMatcherTree().GetCustomMatch()
+	if cm == nil {
+		return nil, errors.New("filter_chain_matcher: only a trie custom match is emitted")
+	}
+	ipm := &matcherv3.IPMatcher{}
+	if err := cm.GetTypedConfig().UnmarshalTo(ipm); err != nil {
+		return nil, fmt.Errorf("filter_chain_matcher: %w", err)
+	}
+	var out []string
+	for _, rm := range ipm.GetRangeMatchers() {
+		sv := &wrapperspb.StringValue{}
+		if err := rm.GetOnMatch().GetAction().GetTypedConfig().UnmarshalTo(sv); err != nil {
+			return nil, fmt.Errorf("filter_chain_matcher action: %w", err)
+		}
+		out = append(out, sv.Value)
+	}
+	return out, nil
+}
