@@ -80,8 +80,8 @@ func Cluster(name, statName string, clientIPAffinity bool) *clusterv3.Cluster {
 		// kube-proxy has no panic mode: with no healthy host a connection is refused (UH).
 		CommonLbConfig: &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}},
 		OutlierDetection: &clusterv3.OutlierDetection{
-			SplitExternalLocalOriginErrors:        true,
-			ConsecutiveLocalOriginFailure:         wrapperspb.UInt32(localOriginFailures),
+			SplitExternalLocalOriginErrors:         true,
+			ConsecutiveLocalOriginFailure:          wrapperspb.UInt32(localOriginFailures),
 			EnforcingConsecutiveLocalOriginFailure: wrapperspb.UInt32(100),
 			// Without it a Service with one unreachable backend never ejects it.
 			AlwaysEjectOneHost: wrapperspb.Bool(true),

@@ -53,8 +53,8 @@ func notReady(e *discoveryv1.Endpoint) {
 func terminatingNotServing(e *discoveryv1.Endpoint) {
 	e.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(true)}
 }
-func onNode(n string) epOpt    { return func(e *discoveryv1.Endpoint) { e.NodeName = ptr.To(n) } }
-func inZone(z string) epOpt    { return func(e *discoveryv1.Endpoint) { e.Zone = ptr.To(z) } }
+func onNode(n string) epOpt { return func(e *discoveryv1.Endpoint) { e.NodeName = ptr.To(n) } }
+func inZone(z string) epOpt { return func(e *discoveryv1.Endpoint) { e.Zone = ptr.To(z) } }
 func hints(z ...string) epOpt {
 	return func(e *discoveryv1.Endpoint) {
 		e.Hints = &discoveryv1.EndpointHints{}
