@@ -82,7 +82,7 @@ func echoDeployment(name string, o backendOpts) *appsv1.Deployment {
 }
 
 func echoServeArgs(delay time.Duration) []string {
-	return []string{"serve", fmt.Sprintf("-port=%d", echoPort), fmt.Sprintf("-health-port=%d", healthPort), "-delay-shutdown=" + delay.String()}
+	return []string{"serve", fmt.Sprintf("-listen=:%d", echoPort), fmt.Sprintf("-health=:%d", healthPort), "-delay-shutdown=" + delay.String()}
 }
 
 func identityEnv() []corev1.EnvVar {

@@ -25,16 +25,18 @@ func ParseMetrics(b []byte) (Metrics, error) {
 	return Metrics(mf), nil
 }
 
+// matches reports whether m carries labels; an absent label counts as "",
+// as in Prometheus.
 func matches(m *dto.Metric, labels map[string]string) bool {
 	for k, v := range labels {
-		found := false
+		got := ""
 		for _, lp := range m.GetLabel() {
 			if lp.GetName() == k {
-				found = lp.GetValue() == v
+				got = lp.GetValue()
 				break
 			}
 		}
-		if !found {
+		if got != v {
 			return false
 		}
 	}
