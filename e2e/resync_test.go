@@ -1,0 +1,144 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/fixtures/echo"
+)
+
+// reach-after-resync: a kube-proxy restart is a full sync that restores the
+// Service's objects; the guard must delete them again, and with the agent on
+// the Service must stay reachable throughout.
+var _ = defineLeg(leg{
+	name:       "reach-after-resync",
+	setup:      "as reach; while a meshed client dials continuously, the kube-proxy pod of its node is deleted (start-up full sync restores the chains)",
+	redExpect:  "the guard re-deletes the restored objects and the Service is unreachable (at most a few replies in the restore window)",
+	greenMeans: "the guard observed the restore and re-deleted it, and every attempt during the restart got a backend's reply",
+	timeout:    6 * time.Minute,
+	prepare: func(ctx context.Context) (any, error) {
+		dep := echoDeployment("resync", backendOpts{replicas: 2})
+		svc := legService("resync", svcOpts{selector: dep.Spec.Selector.MatchLabels, guarded: true})
+		if err := create(ctx, dep, svc); err != nil {
+			return nil, err
+		}
+		if _, err := waitPodsReady(ctx, "app=resync", 2, 2*time.Minute); err != nil {
+			return nil, err
+		}
+		if _, err := waitCutEverywhere(ctx, svc, time.Minute); err != nil {
+			return nil, err
+		}
+		return svc, nil
+	},
+	measure: func(ctx context.Context, w any, run *evidence.Run) {
+		if err := resyncRun(ctx, w.(*corev1.Service), run); err != nil {
+			run.Error = err.Error()
+		}
+	},
+})
+
+func redeletions(ctx context.Context, node string, svc *corev1.Service) (int, float64, error) {
+	sts, err := guardStatuses(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	st, ok := sts[node]
+	if !ok {
+		return 0, 0, fmt.Errorf("no guard on %s", node)
+	}
+	ss, _ := guardService(st, svc)
+	return ss.Redeletions, ss.LastRedeletionLatencySeconds, nil
+}
+
+func resyncRun(ctx context.Context, svc *corev1.Service, run *evidence.Run) error {
+	client := suite.clients[0]
+	node := client.Spec.NodeName
+	r0, _, err := redeletions(ctx, node, svc)
+	if err != nil {
+		return err
+	}
+	to := fmt.Sprintf("%s:80", svc.Spec.ClusterIP)
+	type dialed struct {
+		rs  []echo.Result
+		err error
+	}
+	done := make(chan dialed, 1)
+
+	go func() {
+		rs, err := dial(ctx, &client, to, dialOpts{count: 150, interval: 100 * time.Millisecond, timeout: 2 * time.Second})
+		done <- dialed{rs, err}
+	}()
+	time.Sleep(time.Second)
+	kp, err := suite.cluster.CS.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy", FieldSelector: "spec.nodeName=" + node})
+	if err != nil || len(kp.Items) != 1 {
+		return fmt.Errorf("kube-proxy pod on %s: %v (found %d)", node, err, len(kp.Items))
+	}
+	old := kp.Items[0].Name
+	t0 := time.Now()
+	if err := suite.cluster.CS.CoreV1().Pods("kube-system").Delete(ctx, old, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("delete kube-proxy pod %s: %w", old, err)
+	}
+	progress("leg reach-after-resync: %s run: deleted %s on %s", run.Mode, old, node)
+	var r1 int
+	var latency float64
+	var restarted time.Duration
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		if restarted == 0 {
+			l, err := suite.cluster.CS.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy", FieldSelector: "spec.nodeName=" + node})
+			if err == nil {
+				for _, p := range l.Items {
+					if p.Name != old && podReady(&p) {
+						restarted = time.Since(t0)
+					}
+				}
+			}
+		}
+		r, lat, err := redeletions(ctx, node, svc)
+		if err != nil {
+			return false, nil
+		}
+		r1, latency = r, lat
+		return restarted > 0 && r1 > r0, nil
+	})
+	redeleted := r1 > r0
+	d := <-done
+	if d.err != nil {
+		return d.err
+	}
+	tally(run, d.rs)
+	for _, r := range d.rs {
+		s := evidence.Sample{At: time.Duration(r.Attempt) * 100 * time.Millisecond, Stage: "dialling through the restart", Outcome: outcome(r)}
+		if r.Reply != nil {
+			s.Backend, s.BackendState = backendKey(r.Reply), "ready"
+		}
+		run.Timeline = append(run.Timeline, s)
+	}
+
+	cutNote, cutErr := waitCutEverywhere(ctx, svc, 30*time.Second)
+	run.Notes = append(run.Notes,
+		fmt.Sprintf("kube-proxy on %s back Ready after %s", node, restarted.Round(100*time.Millisecond)),
+		fmt.Sprintf("guard on %s: redeletions %d→%d, last re-deletion latency %.1f ms", node, r0, r1, latency*1000))
+	if cutErr == nil {
+		run.Notes = append(run.Notes, "after: "+cutNote)
+	} else {
+		run.Notes = append(run.Notes, "after: "+cutErr.Error())
+	}
+	run.MetGreen = err == nil && redeleted && cutErr == nil && run.Attempts > 0 && run.Replies == run.Attempts
+	// Red: the guard did its part, and without the agent the Service is gone
+	// again: the last attempts (after the re-deletion) all fail.
+	tailFailed := len(d.rs) >= 10
+	for _, r := range d.rs[max(0, len(d.rs)-10):] {
+		if r.OK {
+			tailFailed = false
+		}
+	}
+	run.MetRed = redeleted && cutErr == nil && tailFailed
+	run.Summary = fmt.Sprintf("%s; guard re-deleted: %v (%d→%d); kube-proxy restart %s", countsSummary(run), redeleted, r0, r1, restarted.Round(100*time.Millisecond))
+	return nil
+}
