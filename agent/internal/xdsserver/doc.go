@@ -1,0 +1,14 @@
+// Package xdsserver serves the agent's resources to the node proxy over go-control-plane's
+// delta ADS and receives the proxy's refusal access log (gRPC ALS) on the same gRPC server.
+//
+// Caches: one LinearCache per type (CDS, EDS, LDS) behind a MuxCache. One agent serves one
+// proxy, so per-node snapshots buy nothing, and a LinearCache takes per-resource updates:
+// changing one Service touches two resources instead of re-hashing a 20k-resource snapshot,
+// which is what keeps an EndpointSlice change → push in the low milliseconds at 10k Services.
+//
+// Refusals: an entry with UH whose destination is a known Service port counts as no-endpoints;
+// an NC entry counts as what the index says of the destination: port-not-declared or
+// no-service. An NC on a known Service port (the proxy asked before the agent published the
+// cluster, e.g. just after a Phase 1 flip) counts as not-programmed, so it is never mistaken
+// for a property of the Service.
+package xdsserver
