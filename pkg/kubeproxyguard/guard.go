@@ -87,13 +87,8 @@ func New(o Options) (*Guard, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	c, err := nftables.New(nftables.WithNetNSFd(o.NetNS))
-	if err != nil {
-		return nil, fmt.Errorf("nftables connection: %w", err)
-	}
 	g := &Guard{
 		o:        o,
-		conn:     c,
 		log:      o.Logger,
 		metrics:  newMetrics(),
 		services: map[types.NamespacedName]*serviceState{},
@@ -101,7 +96,39 @@ func New(o Options) (*Guard, error) {
 	}
 	g.st.Node = o.NodeName
 	g.st.Table = "ip " + TableName
+	if err := g.dial(); err != nil {
+		return nil, err
+	}
 	return g, nil
+}
+
+// dial opens the guard's netlink socket. It is a lasting one: a pass makes
+// a dozen requests, and a fresh socket per request (worse: a thread switched
+// into another namespace per request) would dominate the re-deletion latency.
+func (g *Guard) dial() error {
+	c, err := nftables.New(nftables.WithNetNSFd(g.o.NetNS), nftables.AsLasting())
+	if err != nil {
+		return fmt.Errorf("nftables connection: %w", err)
+	}
+	g.conn = c
+	return nil
+}
+
+// redial replaces the socket after an error: queued messages or unread
+// acknowledgements must not leak into the next pass.
+func (g *Guard) redial() {
+	if g.conn != nil {
+		_ = g.conn.CloseLasting()
+		g.conn = nil
+	}
+}
+
+// Close releases the netlink socket. Run and Reconcile must have returned.
+func (g *Guard) Close() error {
+	g.passMu.Lock()
+	defer g.passMu.Unlock()
+	g.redial()
+	return nil
 }
 
 // SetServices replaces the set of chosen Services. A Service that leaves
@@ -229,6 +256,16 @@ func (g *Guard) Reconcile() (next time.Time, err error) {
 	if len(want) == 0 {
 		return time.Time{}, nil
 	}
+	if g.conn == nil {
+		if err := g.dial(); err != nil {
+			return time.Time{}, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			g.redial()
+		}
+	}()
 
 	tb, err := readTable(g.conn, want)
 	if errors.Is(err, errNoTable) {
@@ -253,10 +290,16 @@ func (g *Guard) Reconcile() (next time.Time, err error) {
 		}
 	}
 	sort.Slice(cut, func(i, j int) bool { return cut[i].String() < cut[j].String() })
-	var cutErr error
+	cutErrs := map[types.NamespacedName]error{}
 	done := start
 	if len(cut) > 0 {
-		cutErr = g.cut(tb, cut)
+		for _, group := range chunk(cut, func(s types.NamespacedName) int { return tb.services[s].cutOps() }) {
+			if err := g.cut(tb, group); err != nil {
+				for _, s := range group {
+					cutErrs[s] = err
+				}
+			}
+		}
 		done = time.Now()
 	}
 
@@ -284,9 +327,14 @@ func (g *Guard) Reconcile() (next time.Time, err error) {
 		}
 	}
 	g.mu.Unlock()
-	var delErr error
-	if len(del) > 0 {
-		delErr = g.deleteChains(tb, del)
+	delErrs := map[types.NamespacedName]error{}
+	sort.Slice(del, func(i, j int) bool { return del[i].String() < del[j].String() })
+	for _, group := range chunk(del, func(s types.NamespacedName) int { return len(tb.services[s].Chains) }) {
+		if err := g.deleteChains(tb, group); err != nil {
+			for _, s := range group {
+				delErrs[s] = err
+			}
+		}
 	}
 
 	// Record what this pass saw and did.
@@ -302,8 +350,8 @@ func (g *Guard) Reconcile() (next time.Time, err error) {
 		}
 		switch {
 		case slices.Contains(cut, svc):
-			if cutErr != nil {
-				g.fail(svc, st, cutErr)
+			if err := cutErrs[svc]; err != nil {
+				g.fail(svc, st, err)
 				st.state, st.remaining = StateOnPath, o.names()
 				continue
 			}
@@ -332,8 +380,8 @@ func (g *Guard) Reconcile() (next time.Time, err error) {
 				next = d
 			}
 		case slices.Contains(del, svc):
-			if delErr != nil {
-				g.fail(svc, st, delErr)
+			if err := delErrs[svc]; err != nil {
+				g.fail(svc, st, err)
 				st.chainRetryAt = time.Now().Add(200 * time.Millisecond)
 				st.state, st.remaining = StateCut, chainRefs(o)
 				continue
@@ -356,7 +404,40 @@ func (g *Guard) Reconcile() (next time.Time, err error) {
 		g.metrics.onPath.WithLabelValues(svc.Namespace, svc.Name).Set(boolFloat(st.state == StateOnPath))
 	}
 	g.mu.Unlock()
-	return next, errors.Join(cutErr, delErr)
+	for _, e := range cutErrs {
+		err = errors.Join(err, e)
+		break // the same error repeats for every Service of a group
+	}
+	for _, e := range delErrs {
+		err = errors.Join(err, e)
+		break
+	}
+	return next, err
+}
+
+// maxOps bounds a transaction: the kernel acknowledges every message of a
+// batch, and hundreds of acknowledgements overflow the socket's receive
+// buffer (ENOBUFS). A Service is never split across transactions.
+const maxOps = 64
+
+// chunk groups svcs, in order, into groups of at most maxOps operations.
+func chunk(svcs []types.NamespacedName, ops func(types.NamespacedName) int) [][]types.NamespacedName {
+	var groups [][]types.NamespacedName
+	var cur []types.NamespacedName
+	n := 0
+	for _, s := range svcs {
+		k := ops(s)
+		if len(cur) > 0 && n+k > maxOps {
+			groups = append(groups, cur)
+			cur, n = nil, 0
+		}
+		cur = append(cur, s)
+		n += k
+	}
+	if len(cur) > 0 {
+		groups = append(groups, cur)
+	}
+	return groups
 }
 
 func (g *Guard) fail(svc types.NamespacedName, st *serviceState, err error) {

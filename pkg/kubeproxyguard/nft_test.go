@@ -174,6 +174,7 @@ func startGuard(t testing.TB, ns *netnstest.NS, resync time.Duration, svcs ...ty
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
+		_ = g.Close()
 	})
 	return g
 }
@@ -423,6 +424,7 @@ func TestGuardRestartObjectsGone(t *testing.T) {
 	if err := g1.DeleteNow(ctx); err != nil {
 		t.Fatal(err)
 	}
+	_ = g1.Close()
 	want := listTable(t, ns)
 	golden(t, "v1.34-guarded.golden", want)
 

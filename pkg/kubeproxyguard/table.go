@@ -62,6 +62,17 @@ func (o *objects) needsCut() bool {
 	return false
 }
 
+// cutOps is the number of operations cutting the Service takes.
+func (o *objects) cutOps() int {
+	n := len(o.Elements) + len(o.Sets)
+	for _, c := range o.Chains {
+		if c.Rules > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 func (o *objects) empty() bool {
 	return len(o.Elements) == 0 && len(o.Chains) == 0 && len(o.Sets) == 0
 }
