@@ -152,3 +152,9 @@ func (m Metrics) Series(name string) []string {
 	}
 	return out
 }
+
+// Sorted returns h with its buckets in upper-bound order.
+func (h Histogram) Sorted() Histogram {
+	sort.Slice(h.Buckets, func(i, j int) bool { return h.Buckets[i].UpperBound < h.Buckets[j].UpperBound })
+	return h
+}

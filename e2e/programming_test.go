@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/e2e/internal/kube"
+)
+
+const (
+	agentProgMetric     = "svclb_network_programming_duration_seconds"
+	kubeProxyProgMetric = "kubeproxy_network_programming_duration_seconds"
+	kubeProxyMetrics    = 10249
+)
+
+// histograms sums a histogram over every agent, and kube-proxy's over every
+// kube-proxy pod (hostNetwork :10249, read through the pod proxy).
+func programmingHistograms(ctx context.Context) (agent, kp kube.Histogram, err error) {
+	ms, err := agentScrape(ctx)
+	if err != nil {
+		return agent, kp, err
+	}
+	for _, m := range ms {
+		agent = addHist(agent, m.Histogram(agentProgMetric, nil))
+	}
+	pods, err := suite.cluster.CS.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy"})
+	if err != nil {
+		return agent, kp, fmt.Errorf("list kube-proxy pods: %w", err)
+	}
+	for _, p := range pods.Items {
+		b, err := suite.cluster.PodGet(ctx, "kube-system", p.Name, kubeProxyMetrics, "/metrics")
+		if err != nil {
+			return agent, kp, err
+		}
+		m, err := kube.ParseMetrics(b)
+		if err != nil {
+			return agent, kp, fmt.Errorf("kube-proxy %s: %w", p.Name, err)
+		}
+		kp = addHist(kp, m.Histogram(kubeProxyProgMetric, nil))
+	}
+	return agent, kp, nil
+}
+
+func addHist(a, b kube.Histogram) kube.Histogram {
+	idx := map[float64]int{}
+	for i, x := range a.Buckets {
+		idx[x.UpperBound] = i
+	}
+	a.Count += b.Count
+	for _, x := range b.Buckets {
+		if i, ok := idx[x.UpperBound]; ok {
+			a.Buckets[i].Count += x.Count
+		} else {
+			a.Buckets = append(a.Buckets, x)
+		}
+	}
+	return kube.Histogram{Count: a.Count, Buckets: a.Buckets}.Sorted()
+}
+
+// The figure, not a leg: the same EndpointSlice changes measured by the agent
+// and by kube-proxy on every node, side by side in report.md.
+var _ = Describe("network programming latency", Ordered, Label("programming"), func() {
+	It("compares the agent with kube-proxy for the same EndpointSlice changes", func(ctx SpecContext) {
+		Expect(setPhases(ctx, true, true)).To(Succeed())
+		dep := echoDeployment("prog", backendOpts{replicas: 1})
+		svc := legService("prog", svcOpts{selector: dep.Spec.Selector.MatchLabels})
+		Expect(create(ctx, dep, svc)).To(Succeed())
+		_, err := waitPodsReady(ctx, "app=prog", 1, 2*time.Minute)
+		Expect(err).NotTo(HaveOccurred())
+		time.Sleep(3 * time.Second)
+		a0, k0, err := programmingHistograms(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		deps := suite.cluster.CS.AppsV1().Deployments(suite.legsNS)
+		changes := 0
+		for _, n := range []int32{2, 3, 2, 1, 2, 1} {
+			d, err := deps.Get(ctx, "prog", metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			d.Spec.Replicas = &n
+			_, err = deps.Update(ctx, d, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			_, err = waitPodsReady(ctx, "app=prog", int(n), 2*time.Minute)
+			Expect(err).NotTo(HaveOccurred())
+			changes++
+			time.Sleep(2 * time.Second)
+		}
+		a1, k1, err := programmingHistograms(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		da, dk := a1.Sub(a0), k1.Sub(k0)
+		p := &evidence.Programming{
+			Changes:   changes,
+			Agent:     evidence.Quantiles{Metric: agentProgMetric, Count: da.Count, P50: da.Quantile(0.5), P99: da.Quantile(0.99)},
+			KubeProxy: evidence.Quantiles{Metric: kubeProxyProgMetric, Count: dk.Count, P50: dk.Quantile(0.5), P99: dk.Quantile(0.99)},
+			Note: "Summed over every node; quantiles are histogram bucket upper bounds (no interpolation). " +
+				"Each scale step changes the Service's EndpointSlice at least twice (pod created not ready, then ready).",
+		}
+		Expect(suite.evidence.WriteProgramming(p)).To(Succeed())
+		progress("programming: agent p50 %.3fs p99 %.3fs (%g samples); kube-proxy p50 %.3fs p99 %.3fs (%g samples)",
+			p.Agent.P50, p.Agent.P99, p.Agent.Count, p.KubeProxy.P50, p.KubeProxy.P99, p.KubeProxy.Count)
+		Expect(da.Count).To(BeNumerically(">", 0), "the agent observed no programming of the changes (%s)", agentProgMetric)
+		Expect(dk.Count).To(BeNumerically(">", 0), "kube-proxy observed no programming of the changes (%s)", kubeProxyProgMetric)
+	}, NodeTimeout(5*time.Minute))
+})
