@@ -87,4 +87,3 @@ var _ = defineLeg(leg{
 		run.Notes = append(run.Notes, fmt.Sprintf("pod→backend %v", perPod))
 	},
 })
-
