@@ -35,6 +35,11 @@ func nodeObjects(proxy string) ([]client.Object, error) {
 }
 
 // meshed makes a pod a meshed pod with the fixtures' capture init container.
+// The suite's clients are never hostNetwork, the one case Mesh refuses.
 func meshed(p *corev1.Pod) *corev1.Pod {
-	return manifests.MeshedPod(p, manifests.DefaultImages().Capture)
+	m, err := manifests.MeshedPod(p, manifests.DefaultImages().Capture)
+	if err != nil {
+		panic(fmt.Sprintf("mesh %s: %v", p.Name, err))
+	}
+	return m
 }

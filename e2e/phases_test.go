@@ -48,12 +48,12 @@ func guardPods(ctx context.Context) ([]corev1.Pod, error) {
 	return daemonPods(ctx, func(n string) bool { return strings.Contains(n, "guard") })
 }
 
-// agentStatus is the part of the agent's /status the suite relies on.
+// agentStatus is the part of the agent's /status the suite relies on: the
+// effective phases (top level, or under "phases") and the snapshot version.
 type agentStatus struct {
-	Node            string `json:"node"`
-	Phase1          bool   `json:"phase1"`
-	Phase2          bool   `json:"phase2"`
-	SnapshotVersion string `json:"snapshotVersion"`
+	Node            string
+	Phase1, Phase2  bool
+	SnapshotVersion string
 	raw             []byte
 }
 
@@ -70,12 +70,39 @@ func getAgentStatus(ctx context.Context, pod string) (*agentStatus, error) {
 }
 
 func decodeAgentStatus(b []byte) (*agentStatus, error) {
-	var s agentStatus
-	if err := json.Unmarshal(b, &s); err != nil {
+	type phases struct {
+		Phase1 *bool `json:"phase1"`
+		Phase2 *bool `json:"phase2"`
+	}
+	var raw struct {
+		Node     string          `json:"node"`
+		NodeName string          `json:"nodeName"`
+		Phases   *phases         `json:"phases"`
+		Version  json.RawMessage `json:"snapshotVersion"`
+		phases
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
 		return nil, err
 	}
-	s.raw = b
-	return &s, nil
+	p := raw.phases
+	if raw.Phases != nil {
+		p = *raw.Phases
+	}
+	if p.Phase1 == nil || p.Phase2 == nil {
+		return nil, fmt.Errorf("no phase1/phase2 in %s", truncate(string(b), 200))
+	}
+	s := &agentStatus{Node: raw.Node, Phase1: *p.Phase1, Phase2: *p.Phase2, SnapshotVersion: strings.Trim(string(raw.Version), `"`), raw: b}
+	if s.Node == "" {
+		s.Node = raw.NodeName
+	}
+	return s, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 // setPhases writes the agent's flags and waits until every node's agent

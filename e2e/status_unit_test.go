@@ -1,0 +1,59 @@
+package e2e
+
+import (
+	"net/netip"
+	"testing"
+)
+
+// Runs without a cluster: the decoders the legs depend on.
+func TestDecodeAgentStatus(t *testing.T) {
+	for _, c := range []struct {
+		in     string
+		p1, p2 bool
+		ver    string
+		bad    bool
+	}{
+		{in: `{"node":"w1","phase1":true,"phase2":false,"snapshotVersion":"7"}`, p1: true, ver: "7"},
+		{in: `{"nodeName":"w1","phases":{"phase1":false,"phase2":true},"snapshotVersion":12}`, p2: true, ver: "12"},
+		{in: `{"node":"w1"}`, bad: true},
+		{in: `not json`, bad: true},
+	} {
+		s, err := decodeAgentStatus([]byte(c.in))
+		if c.bad {
+			if err == nil {
+				t.Errorf("%s: want an error", c.in)
+			}
+			continue
+		}
+		if err != nil || s.Phase1 != c.p1 || s.Phase2 != c.p2 || s.SnapshotVersion != c.ver || s.Node != "w1" {
+			t.Errorf("%s: got %+v, %v", c.in, s, err)
+		}
+	}
+}
+
+func TestParseDial(t *testing.T) {
+	out := `{"attempt":1,"ok":true,"reply":{"pod":"b-1","node":"w1","podIP":"10.244.1.5","peer":"172.18.0.3:41000"},"local":"10.244.1.9:5000","ms":1.2}
+{"attempt":2,"ok":false,"err":"eof","detail":"EOF","ms":0.8}
+{"attempt":3,"ok":false,"err":"refused","ms":0.1}
+`
+	rs, err := parseDial(out)
+	if err != nil || len(rs) != 3 {
+		t.Fatalf("parseDial: %v, %d results", err, len(rs))
+	}
+	if outcome(rs[0]) != "reply" || outcome(rs[1]) != "proxy-closed" || outcome(rs[2]) != "host-refused" {
+		t.Fatalf("outcomes %s %s %s", outcome(rs[0]), outcome(rs[1]), outcome(rs[2]))
+	}
+	if _, err := parseDial("{\"attempt\":1}\ngarbage\n"); err == nil {
+		t.Fatal("garbage in dial output must be an error")
+	}
+}
+
+func TestLastAddr(t *testing.T) {
+	for in, want := range map[string]string{"10.96.0.0/16": "10.96.255.255", "10.96.0.0/12": "10.111.255.255", "10.0.0.1/32": "10.0.0.1"} {
+		if got := lastAddr(mustPrefix(in)).String(); got != want {
+			t.Errorf("lastAddr(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
