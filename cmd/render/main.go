@@ -92,7 +92,9 @@ func mesh(args []string, in io.Reader) ([]client.Object, error) {
 	if !ok {
 		return nil, fmt.Errorf("stdin holds a %T; mesh takes one Pod", obj)
 	}
-	pod = manifests.MeshedPod(pod, *image)
+	if pod, err = manifests.MeshedPod(pod, *image); err != nil {
+		return nil, err
+	}
 	pod.APIVersion, pod.Kind = "v1", "Pod"
 	return []client.Object{pod}, nil
 }
