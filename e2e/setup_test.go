@@ -22,39 +22,39 @@ import (
 // progress and records its wall time; a failing step dumps diagnostics.
 func setupFuncs() []env.Func {
 	return []env.Func{
-		step("connect", connect),
-		step("record environment", recordEnv),
-		step("deploy guard", deployGuard),
-		step("deploy node DaemonSet", deployNode),
-		step("legs namespace", legsNamespace),
-		step("meshed clients", meshedClients),
+		step("setup: connect", connect),
+		step("setup: record environment", recordEnv),
+		step("setup: deploy guard", deployGuard),
+		step("setup: deploy node DaemonSet", deployNode),
+		step("setup: legs namespace", legsNamespace),
+		step("setup: meshed clients", meshedClients),
 	}
 }
 
 func finishFuncs() []env.Func {
-	return []env.Func{step("cleanup", cleanup)}
+	return []env.Func{step("finish: cleanup", cleanup)}
 }
 
 // step wraps an env func with progress, timing and, on failure, a dump.
 func step(name string, f env.Func) env.Func {
 	return func(ctx context.Context, c *envconf.Config) (context.Context, error) {
-		progress("setup: %s", name)
+		progress("%s", name)
 		t0 := time.Now()
 		ctx, err := f(ctx, c)
 		d := time.Since(t0)
 		if suite != nil {
-			_ = suite.evidence.AddPhase("setup: "+name, d)
+			_ = suite.evidence.AddPhase(name, d)
 		}
 		if err != nil {
 			err = fmt.Errorf("%s: %w", name, err)
-			progress("setup: %s FAILED after %s: %v", name, d.Round(100*time.Millisecond), err)
+			progress("%s FAILED after %s: %v", name, d.Round(100*time.Millisecond), err)
 			if suite != nil {
 				_ = suite.evidence.WriteFailure(err.Error())
-				dumpDiagnostics(ctx, cfg.artifacts+"/failures/setup-"+sanitize(name))
+				dumpDiagnostics(ctx, cfg.artifacts+"/failures/"+sanitize(name))
 			}
 			return ctx, err
 		}
-		progress("setup: %s done in %s", name, d.Round(100*time.Millisecond))
+		progress("%s done in %s", name, d.Round(100*time.Millisecond))
 		return ctx, nil
 	}
 }
