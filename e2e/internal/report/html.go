@@ -22,7 +22,6 @@ th{background:#f4f4f4}.pass{color:#116611;font-weight:bold}.fail{color:#aa1111;f
 func HTML(w io.Writer, in Input) error {
 	b := bufio.NewWriter(w)
 	esc := html.EscapeString
-	env := in.env()
 	status, class := "FAILED", "fail"
 	if in.Passed() {
 		status, class = "PASSED", "pass"
@@ -30,18 +29,11 @@ func HTML(w io.Writer, in Input) error {
 	fmt.Fprintf(b, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>svclb e2e: %s</title><style>%s</style></head><body>\n", status, css)
 	fmt.Fprintf(b, "<h1>svclb acceptance legs: <span class=%q>%s</span></h1>\n", class, status)
 	fmt.Fprintf(b, "<p>A leg passes only if it is red with the agent's Phase flags off and green with them on; green in both runs proves nothing and fails.</p>\n")
-	var nodes []string
-	for _, n := range env.Nodes {
-		nodes = append(nodes, fmt.Sprintf("%s (%s)", n.Name, orDash(n.Zone)))
+	vals := envCells(in.env())
+	for i := range vals {
+		vals[i] = esc(vals[i])
 	}
-	proxy := orDash(env.Proxy)
-	if env.ProxyChoice != "" {
-		proxy += " — " + env.ProxyChoice
-	}
-	fmt.Fprintf(b, "<table><tr><th>node proxy</th><th>Kubernetes</th><th>kind</th><th>Envoy</th><th>kube-proxy mode</th><th>nodes</th></tr>")
-	fmt.Fprintf(b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr></table>\n",
-		esc(proxy), esc(orDash(env.KubernetesVersion)), esc(orDash(env.KindVersion)), esc(orDash(env.EnvoyVersion)),
-		esc(orDash(env.KubeProxyMode)), esc(orDash(strings.Join(nodes, ", "))))
+	fmt.Fprintf(b, "<table><tr><th>%s</th></tr><tr><td>%s</td></tr></table>\n", strings.Join(envHeader, "</th><th>"), strings.Join(vals, "</td><td>"))
 	for _, f := range in.failures() {
 		fmt.Fprintf(b, "<p class=\"fail\">Run failure: %s</p>\n", esc(f))
 	}

@@ -10,7 +10,6 @@ import (
 // Markdown writes report.md.
 func Markdown(w io.Writer, in Input) error {
 	b := bufio.NewWriter(w)
-	env := in.env()
 	rows := in.rows()
 	status := "FAILED"
 	if in.Passed() {
@@ -20,17 +19,12 @@ func Markdown(w io.Writer, in Input) error {
 	fmt.Fprintf(b, "A leg passes only if it is red with the agent's Phase flags off and green with them on; ")
 	fmt.Fprintf(b, "green in both runs proves nothing and fails.\n\n")
 
-	fmt.Fprintf(b, "| node proxy | Kubernetes | kind | Envoy | kube-proxy mode | nodes |\n|---|---|---|---|---|---|\n")
-	var nodes []string
-	for _, n := range env.Nodes {
-		nodes = append(nodes, fmt.Sprintf("%s (%s)", n.Name, orDash(n.Zone)))
+	fmt.Fprintf(b, "| %s |\n|%s\n", strings.Join(envHeader, " | "), strings.Repeat("---|", len(envHeader)))
+	vals := envCells(in.env())
+	for i := range vals {
+		vals[i] = cell(vals[i])
 	}
-	proxy := orDash(env.Proxy)
-	if env.ProxyChoice != "" {
-		proxy += " — " + env.ProxyChoice
-	}
-	fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n\n", cell(proxy), cell(orDash(env.KubernetesVersion)),
-		cell(orDash(env.KindVersion)), cell(orDash(env.EnvoyVersion)), cell(orDash(env.KubeProxyMode)), cell(orDash(strings.Join(nodes, ", "))))
+	fmt.Fprintf(b, "| %s |\n\n", strings.Join(vals, " | "))
 
 	for _, f := range in.failures() {
 		fmt.Fprintf(b, "**Run failure:** %s\n\n", cell(f))

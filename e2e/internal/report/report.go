@@ -211,6 +211,22 @@ func (in Input) env() evidence.Env {
 	return evidence.Env{}
 }
 
+var envHeader = []string{"node proxy", "Kubernetes", "kind", "Envoy", "kube-proxy mode", "nodes"}
+
+// envCells are the values under envHeader, unescaped.
+func envCells(env evidence.Env) []string {
+	var nodes []string
+	for _, n := range env.Nodes {
+		nodes = append(nodes, fmt.Sprintf("%s (%s)", n.Name, orDash(n.Zone)))
+	}
+	proxy := orDash(env.Proxy)
+	if env.ProxyChoice != "" {
+		proxy += " — " + env.ProxyChoice
+	}
+	return []string{proxy, orDash(env.KubernetesVersion), orDash(env.KindVersion), orDash(env.EnvoyVersion),
+		orDash(env.KubeProxyMode), orDash(strings.Join(nodes, ", "))}
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "—"
