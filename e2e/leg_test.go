@@ -60,6 +60,9 @@ func defineLeg(l leg) bool {
 				if err := setPhases(ctx, on, on); err != nil {
 					run.Error = err.Error()
 				} else {
+					// The agent's /status says it rendered the flip; the
+					// proxy applies the pushed snapshot a moment later.
+					time.Sleep(settle)
 					l.measure(ctx, w, run)
 				}
 				run.Duration = time.Since(run.Started)
