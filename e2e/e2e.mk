@@ -7,7 +7,8 @@
 LEGS         ?=
 PROXY        ?=
 KEEP_CLUSTER ?=
-ENVOY_IMAGE  ?= envoyproxy/envoy:v1.36.2
+# The image fixtures/envoy pins (envoy.Image).
+ENVOY_IMAGE  ?= envoyproxy/envoy:v1.39.1
 E2E_ARTIFACTS ?= $(REPO)/_artifacts
 E2E_TIMEOUT  ?= 45m
 

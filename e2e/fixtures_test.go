@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/aether-mesh/svclb/fixtures/envoy"
 	"github.com/aether-mesh/svclb/fixtures/guard"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
 )
@@ -27,7 +28,13 @@ func nodeObjects(proxy string) ([]client.Object, error) {
 	switch proxy {
 	case "builtin":
 	case "envoy":
-		return nil, fmt.Errorf("PROXY=envoy: the Envoy bootstrap (fixtures/envoy) is not available yet")
+		// One bootstrap for every node: the DaemonSet's --service-node
+		// (svclb-node~$(NODE_NAME)) overrides this placeholder node id.
+		b, err := envoy.BootstrapYAML(envoy.BootstrapOptions{NodeID: "svclb-node~from-command-line"})
+		if err != nil {
+			return nil, err
+		}
+		o.Proxy = manifests.EnvoyProxy(getenv("SVCLB_ENVOY_IMAGE", envoy.Image), b)
 	default:
 		return nil, fmt.Errorf("proxy %q: want envoy or builtin", proxy)
 	}

@@ -102,7 +102,7 @@ timed "suite build" $GO test -c -o "$REPO/_output/e2e.test" ./e2e/ || fail_early
 (
   cd "$REPO/e2e" &&
     SVCLB_E2E=1 SVCLB_KUBECONFIG="$KUBECONFIG_FILE" SVCLB_CLUSTER="$CLUSTER" \
-      SVCLB_ARTIFACTS="$ARTIFACTS" SVCLB_PROXY="$PROXY" SVCLB_PROXY_CHOICE="$choice" SVCLB_E2E_START="$T0" \
+      SVCLB_ARTIFACTS="$ARTIFACTS" SVCLB_PROXY="$PROXY" SVCLB_PROXY_CHOICE="$choice" SVCLB_ENVOY_IMAGE="$ENVOY_IMAGE" SVCLB_E2E_START="$T0" \
       SVCLB_KIND_VERSION="$kind_version" SVCLB_ENVOY_VERSION="$envoy_version" KEEP_CLUSTER="${KEEP_CLUSTER:-}" \
       "$REPO/_output/e2e.test" -test.run '^TestE2E$' -test.count=1 -test.timeout "${TIMEOUT:-45m}" -test.v \
       -ginkgo.v -ginkgo.label-filter="${LEGS:-}" \
