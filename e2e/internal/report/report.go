@@ -99,14 +99,19 @@ func (in Input) specs() []types.SpecReport {
 	return out
 }
 
-// suiteFailures are failed non-leg nodes: BeforeSuite, AfterSuite, reporters.
+// suiteFailures are failed nodes that are not legs: BeforeSuite, AfterSuite,
+// reporters, and specs without a leg label (the programming figure).
 func (in Input) suiteFailures() []string {
 	var out []string
 	for _, s := range in.specs() {
-		if s.LeafNodeType == types.NodeTypeIt || !s.State.Is(types.SpecStateFailureStates) {
+		if !s.State.Is(types.SpecStateFailureStates) || (s.LeafNodeType == types.NodeTypeIt && legOf(s) != "") {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s: %s", s.LeafNodeType, firstLine(s.Failure.Message)))
+		what := s.LeafNodeType.String()
+		if s.LeafNodeType == types.NodeTypeIt {
+			what = s.FullText()
+		}
+		out = append(out, fmt.Sprintf("%s: %s", what, firstLine(s.Failure.Message)))
 	}
 	return out
 }

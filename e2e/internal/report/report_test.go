@@ -109,6 +109,7 @@ func TestGinkgoOnlyLegGetsARow(t *testing.T) {
 			Failure: types.Failure{Message: "nil map\nstack"}},
 		{LeafNodeType: types.NodeTypeIt, LeafNodeLabels: []string{"topology"}, State: types.SpecStateSkipped},
 		{LeafNodeType: types.NodeTypeBeforeSuite, State: types.SpecStateFailed, Failure: types.Failure{Message: "deploy guard: timeout"}},
+		{LeafNodeType: types.NodeTypeIt, LeafNodeText: "compares", LeafNodeLabels: []string{"programming"}, State: types.SpecStateFailed, Failure: types.Failure{Message: "no samples"}},
 	}}
 	in := Input{Ginkgo: []types.Report{rep}}
 	var b bytes.Buffer
@@ -116,7 +117,7 @@ func TestGinkgoOnlyLegGetsARow(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := b.String()
-	for _, want := range []string{"| drain | incomplete: panicked: nil map |", "**Suite failure:** BeforeSuite: deploy guard: timeout"} {
+	for _, want := range []string{"| drain | incomplete: panicked: nil map |", "**Suite failure:** BeforeSuite: deploy guard: timeout", "**Suite failure:** compares: no samples"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report.md lacks %q\n%s", want, md)
 		}
