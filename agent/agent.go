@@ -1,0 +1,283 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/aether-mesh/svclb/agent/internal/netnsfind"
+	"github.com/aether-mesh/svclb/agent/internal/translate"
+	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+	"github.com/aether-mesh/svclb/pkg/svcindex"
+)
+
+// Names of the phase ConfigMap (docs/architecture.md).
+const (
+	ConfigMapNamespace = "svclb-system"
+	ConfigMapName      = "svclb-agent"
+)
+
+var everything = labels.Everything()
+
+// Config is the agent's configuration; zero values take the defaults noted.
+type Config struct {
+	NodeName      string         // required: the node this agent serves
+	Kubeconfig    string         // empty: in-cluster
+	XDSSocket     string         // default /run/svclb/xds.sock
+	HTTPAddr      string         // default :9750
+	NetnsDir      string         // default /var/run/netns
+	Phase1        bool           // default until the ConfigMap says otherwise
+	Phase2        bool           // default until the ConfigMap says otherwise
+	RangeOverride []netip.Prefix // replaces the ServiceCIDR range when set
+	Debounce      time.Duration  // default 50ms: a burst of events makes one push
+	Logger        *slog.Logger
+}
+
+func (c *Config) defaults() error {
+	if c.NodeName == "" {
+		return errors.New("node name is required")
+	}
+	if c.XDSSocket == "" {
+		c.XDSSocket = "/run/svclb/xds.sock"
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = ":9750"
+	}
+	if c.NetnsDir == "" {
+		c.NetnsDir = "/var/run/netns"
+	}
+	if c.Debounce == 0 {
+		c.Debounce = 50 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Run runs the agent until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	log := cfg.Logger
+	restCfg, err := restConfig(cfg.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("dynamic client: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := newMetrics(reg)
+	if err != nil {
+		return err
+	}
+
+	factory := informers.NewSharedInformerFactory(client, 0)
+	idx, err := svcindex.New(factory, dyn, disco, svcindex.Options{RangeOverride: cfg.RangeOverride, Logger: log})
+	if err != nil {
+		return fmt.Errorf("service index: %w", err)
+	}
+	nodeScoped := func(opts ...informers.SharedInformerOption) informers.SharedInformerFactory {
+		return informers.NewSharedInformerFactoryWithOptions(client, 0, opts...)
+	}
+	podFactory := nodeScoped(informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
+		o.LabelSelector = CapturedLabel + "=true"
+	}))
+	nodeFactory := nodeScoped(informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
+	}))
+	cmFactory := nodeScoped(informers.WithNamespace(ConfigMapNamespace), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ConfigMapName).String()
+	}))
+
+	services := factory.Core().V1().Services()
+	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()
+	if err := sliceInf.AddIndexers(cache.Indexers{byServiceIndex: sliceIndex}); err != nil {
+		return fmt.Errorf("endpointslice index: %w", err)
+	}
+	podInf := podFactory.Core().V1().Pods().Informer()
+	nodeInf := nodeFactory.Core().V1().Nodes().Informer()
+	cmInf := cmFactory.Core().V1().ConfigMaps().Informer()
+
+	srv, err := xdsserver.New(ctx, idx, reg, log)
+	if err != nil {
+		return err
+	}
+	s := newSyncer(log, srv, services.Lister(), sliceInf.GetIndexer(), podInf.GetStore(),
+		&netnsfind.Scanner{Dir: cfg.NetnsDir}, idx, m, translate.Node{Name: cfg.NodeName}, cfg.Phase1, cfg.Phase2)
+
+	node := func(o any) { s.setNode(nodeOf(cfg.NodeName, unwrap(o))) }
+	phases := func(o any) { s.setPhases(phasesOf(log, unwrap(o), cfg.Phase1, cfg.Phase2)) }
+	handlers := []struct {
+		inf         cache.SharedIndexInformer
+		set, delete func(any)
+	}{
+		{services.Informer(), s.serviceChanged, s.serviceChanged},
+		{sliceInf, s.sliceChanged, s.sliceChanged},
+		{podInf, func(any) { s.listenersChanged() }, func(any) { s.listenersChanged() }},
+		// Without its Node the agent has no zone; without the ConfigMap the flags decide.
+		{nodeInf, node, func(any) { s.setNode(translate.Node{Name: cfg.NodeName}) }},
+		{cmInf, phases, func(any) { s.setPhases(cfg.Phase1, cfg.Phase2) }},
+	}
+	for _, h := range handlers {
+		_, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: h.set, UpdateFunc: func(_, o any) { h.set(o) }, DeleteFunc: h.delete,
+		})
+		if err != nil {
+			return fmt.Errorf("event handler: %w", err)
+		}
+	}
+
+	var ready atomic.Bool
+	httpSrv := &http.Server{Addr: cfg.HTTPAddr, Handler: s.handler(reg, ready.Load), ReadHeaderTimeout: 5 * time.Second}
+	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("http listen: %w", err)
+	}
+	errc := make(chan error, 3)
+	go func() { errc <- ignoreClosed(httpSrv.Serve(httpLn)) }()
+	defer httpSrv.Close()
+
+	for _, f := range []informers.SharedInformerFactory{factory, podFactory, nodeFactory, cmFactory} {
+		f.Start(ctx.Done())
+	}
+	go func() { _ = idx.Run(ctx) }()
+	log.Info("waiting for informer caches", "node", cfg.NodeName)
+	if !cache.WaitForCacheSync(ctx.Done(), idx.HasSynced, sliceInf.HasSynced, podInf.HasSynced, nodeInf.HasSynced, cmInf.HasSynced) {
+		return ctx.Err()
+	}
+	if err := s.sync(); err != nil {
+		return fmt.Errorf("first snapshot: %w", err)
+	}
+	st := s.status.Load()
+	log.Info("first snapshot built", "clusters", st.Clusters, "endpoints", st.Endpoints, "listeners", len(st.Listeners), "zone", st.Zone)
+
+	ln, err := xdsserver.Listen(cfg.XDSSocket)
+	if err != nil {
+		return err
+	}
+	g := grpc.NewServer()
+	srv.Register(g)
+	go func() { errc <- g.Serve(ln) }()
+	defer g.Stop()
+	ready.Store(true)
+	log.Info("serving xDS and ALS", "socket", cfg.XDSSocket, "http", cfg.HTTPAddr)
+
+	go s.loop(ctx, idx, cfg.Debounce)
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errc:
+		return err
+	}
+}
+
+// loop rebuilds after each burst of changes, at most once per debounce interval.
+func (s *syncer) loop(ctx context.Context, idx *svcindex.Index, debounce time.Duration) {
+	changed := idx.Changed()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+			changed = idx.Changed() // the range may have moved: listeners carry it
+			s.listenersChanged()
+			continue
+		case <-s.kick:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(debounce):
+		}
+		if err := s.sync(); err != nil {
+			s.log.Error("sync failed", "error", err)
+		}
+	}
+}
+
+func nodeOf(name string, o any) translate.Node {
+	n := translate.Node{Name: name}
+	if node, ok := o.(*corev1.Node); ok && node.Name == name {
+		n.Zone = node.Labels[zoneLabel]
+	}
+	return n
+}
+
+func phasesOf(log *slog.Logger, o any, p1, p2 bool) (bool, bool) {
+	cm, ok := o.(*corev1.ConfigMap)
+	if !ok {
+		return p1, p2
+	}
+	parse := func(key string, def bool) bool {
+		v, ok := cm.Data[key]
+		if !ok {
+			return def
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			log.Error("ignoring unparsable phase in ConfigMap", "configmap", ConfigMapNamespace+"/"+ConfigMapName, "key", key, "value", v)
+			return def
+		}
+		return b
+	}
+	return parse("phase1", p1), parse("phase2", p2)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		c, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster config (set a kubeconfig outside a pod): %w", err)
+		}
+		return c, nil
+	}
+	c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	return c, nil
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}

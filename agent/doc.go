@@ -1,0 +1,36 @@
+// Package agent is the svclb node agent (Proposal 044, Option A): it turns the cluster's
+// Services and EndpointSlices into svc:<VIP>:<port> clusters, and the captured pods on its node
+// into capture listeners, and serves them to the node proxy over delta ADS on a unix socket.
+// It also receives the proxy's refusal access log (gRPC ALS) and names each refusal's reason.
+//
+// Run is the whole agent; cmd/svclb-agent only parses flags.
+//
+// Phases: Phase 1 (svc: clusters) and Phase 2 (refusal access log) start from Config and then
+// follow ConfigMap svclb-agent in namespace svclb-system, keys "phase1" and "phase2" ("true" or
+// "false"; a missing or unparsable key (logged) takes the Config default; deleting the ConfigMap
+// returns to the defaults).
+// A flip re-renders the listeners in place: nothing is recreated.
+//
+// HTTP (Config.HTTPAddr, :9750): /metrics (Prometheus), /healthz (200 once the first
+// snapshot is published, 503 before), and /status, a JSON document:
+//
+//	{
+//	  "node": "kind-worker", "zone": "zone-a",
+//	  "phase1": true, "phase2": true,      // the phases of the published snapshot
+//	  "snapshotVersion": 12,               // bumps on every published change
+//	  "clusters": 42, "endpoints": 97,     // clusters incl. passthrough_original_dst
+//	  "listeners": [{"pod": "client", "namespace": "default",
+//	                 "netns": "/var/run/netns/cni-…", "name": "capture~default~client"}],
+//	  "rangeKnown": true, "range": ["10.96.0.0/16"]
+//	}
+//
+// A test that flips a phase waits until every node's /status shows the new phases.
+//
+// Until its caches have synced and the first snapshot is built, the agent does not open the
+// xDS socket, so a restarted agent never hands the proxy an empty configuration; the proxy keeps
+// its last one. When the apiserver is unreachable the informers retry and the last snapshot
+// keeps being served.
+//
+// sessionAffinity ClientIP becomes RING_HASH hashing the source IP; timeoutSeconds has no Envoy
+// counterpart (a client keeps its backend while the endpoint set is unchanged).
+package agent

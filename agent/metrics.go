@@ -1,0 +1,56 @@
+package agent
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	version, clusters, endpoints, listeners, resources prometheus.Gauge
+	push, programming                                  prometheus.Histogram
+	rejected                                           prometheus.Counter
+}
+
+// programmingBuckets are kube-proxy's for kubeproxy_network_programming_duration_seconds, so
+// the two histograms compare bucket for bucket.
+func programmingBuckets() []float64 {
+	var b []float64
+	b = append(b, prometheus.LinearBuckets(0.25, 0.25, 2)...)
+	b = append(b, prometheus.LinearBuckets(1, 1, 59)...)
+	b = append(b, prometheus.LinearBuckets(60, 5, 12)...)
+	return append(b, prometheus.LinearBuckets(120, 30, 7)...)
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	g := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	}
+	m := &metrics{
+		version:   g("svclb_snapshot_version", "Version of the resources last published to the node proxy."),
+		clusters:  g("svclb_clusters", "Clusters published (svc: clusters and passthrough)."),
+		endpoints: g("svclb_endpoints", "Endpoints published across all svc: clusters."),
+		listeners: g("svclb_listeners", "Capture listeners published (one per captured pod with a known netns)."),
+		resources: g("svclb_snapshot_resources", "Resources published: listeners, clusters and load assignments."),
+		push: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "svclb_push_duration_seconds",
+			Help:    "From the start of a rebuild to the change handed to the xDS server.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		programming: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "svclb_network_programming_duration_seconds",
+			Help:    "From an EndpointSlice's endpoints.kubernetes.io/last-change-trigger-time to the push (like kubeproxy_network_programming_duration_seconds).",
+			Buckets: programmingBuckets(),
+		}),
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svclb_snapshot_rejected_total",
+			Help: "Rebuilds not published because the result failed validation (the last good one stayed).",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.version, m.clusters, m.endpoints, m.listeners, m.resources, m.push, m.programming, m.rejected} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,290 @@
+package agent
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/aether-mesh/svclb/agent/internal/translate"
+	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+)
+
+type recorder struct{ updates []xdsserver.Update }
+
+func (r *recorder) Apply(u xdsserver.Update) error { r.updates = append(r.updates, u); return nil }
+func (r *recorder) last() xdsserver.Update {
+	if len(r.updates) == 0 {
+		return xdsserver.Update{}
+	}
+	return r.updates[len(r.updates)-1]
+}
+
+type fakeNetns map[netip.Addr]string
+
+func (f fakeNetns) Find(ip netip.Addr) (string, error) {
+	if p, ok := f[ip]; ok {
+		return p, nil
+	}
+	return "", errors.New("not found")
+}
+
+type fakeRange struct {
+	p     []netip.Prefix
+	known bool
+}
+
+func (f *fakeRange) Range() ([]netip.Prefix, bool) { return f.p, f.known }
+
+type fixture struct {
+	s        *syncer
+	pub      *recorder
+	services cache.Indexer
+	slices   cache.Indexer
+	pods     cache.Indexer
+	rng      *fakeRange
+	reg      *prometheus.Registry
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	f := &fixture{
+		pub:      &recorder{},
+		services: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		slices:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byServiceIndex: sliceIndex}),
+		pods:     cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+		rng:      &fakeRange{p: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}, known: true},
+		reg:      prometheus.NewRegistry(),
+	}
+	m, err := newMetrics(f.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.s = newSyncer(slog.New(slog.NewTextHandler(io.Discard, nil)), f.pub, corelisters.NewServiceLister(f.services), f.slices, f.pods,
+		fakeNetns{netip.MustParseAddr("10.244.1.3"): "/var/run/netns/cni-1"}, f.rng, m, translate.Node{Name: "node-a", Zone: "zone-a"}, true, true)
+	return f
+}
+
+func (f *fixture) sync(t testing.TB) {
+	t.Helper()
+	if err := f.s.sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func svcObj(name, ip string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: corev1.ServiceSpec{
+		ClusterIP: ip, ClusterIPs: []string{ip}, Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}}
+}
+
+func sliceObj(svc, name string, ips ...string) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
+	}
+	for _, ip := range ips {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	return s
+}
+
+func podObj(name, node, ip string, captured bool) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{}},
+		Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{PodIP: ip, Phase: corev1.PodRunning}}
+	if captured {
+		p.Labels[CapturedLabel] = "true"
+	}
+	return p
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestSyncIncremental(t *testing.T) {
+	f := newFixture(t)
+	// A slice before its Service waits.
+	_ = f.slices.Add(sliceObj("web", "web-1", "10.244.1.5"))
+	f.s.sliceChanged(f.slices.List()[0])
+	f.sync(t)
+	if got := keys(f.pub.last().Clusters); !slices.Equal(got, []string{"passthrough_original_dst"}) {
+		t.Fatalf("before the Service: clusters %v", got)
+	}
+	svc := svcObj("web", "10.96.0.10")
+	_ = f.services.Add(svc)
+	_ = f.services.Add(svcObj("other", "10.96.0.11"))
+	f.s.serviceChanged(svc)
+	f.sync(t)
+	u := f.pub.last()
+	if got := keys(u.Clusters); !slices.Equal(got, []string{"svc:10.96.0.10:80"}) {
+		t.Fatalf("only the changed Service is built: %v", got)
+	}
+	if st := f.s.status.Load(); st.Endpoints != 1 || st.Clusters != 2 || st.SnapshotVersion != 2 {
+		t.Fatalf("status %+v", st)
+	}
+	// A second slice merges; only the load assignment changes.
+	s2 := sliceObj("web", "web-2", "10.244.2.5")
+	s2.Annotations = map[string]string{triggerTimeAnnotation: time.Now().Add(-2 * time.Second).Format(time.RFC3339Nano)}
+	_ = f.slices.Add(s2)
+	f.s.sliceChanged(s2)
+	f.sync(t)
+	u = f.pub.last()
+	if len(u.Clusters) != 0 || !slices.Equal(keys(u.Loads), []string{"svc:10.96.0.10:80"}) {
+		t.Fatalf("slice change: clusters %v loads %v", keys(u.Clusters), keys(u.Loads))
+	}
+	if n := f.s.set.Loads["svc:10.96.0.10:80"].Endpoints[0].LbEndpoints; len(n) != 2 {
+		t.Fatalf("merged endpoints: %d", len(n))
+	}
+	if h := histogram(t, f.reg, "svclb_network_programming_duration_seconds"); h.GetSampleCount() != 1 || h.GetSampleSum() < 2 {
+		t.Fatalf("programming latency not observed from the trigger time: %v", h)
+	}
+	// Nothing changed: nothing pushed.
+	n := len(f.pub.updates)
+	f.s.serviceChanged(svc)
+	f.sync(t)
+	if len(f.pub.updates) != n {
+		t.Fatalf("an unchanged rebuild pushed %v", f.pub.last())
+	}
+	// Service deleted: its cluster and load go, the slices stay for later.
+	_ = f.services.Delete(svc)
+	f.s.serviceChanged(svc)
+	f.sync(t)
+	if u := f.pub.last(); !slices.Equal(u.DeleteClusters, []string{"svc:10.96.0.10:80"}) || !slices.Equal(u.DeleteLoads, []string{"svc:10.96.0.10:80"}) {
+		t.Fatalf("delete: %+v", u)
+	}
+}
+
+func histogram(t testing.TB, reg *prometheus.Registry, name string) *dto.Histogram {
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.Metric[0].GetHistogram()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return nil
+}
+
+func chains(l *listenerv3.Listener) string {
+	var out []string
+	for _, fc := range l.FilterChains {
+		out = append(out, fc.Name)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestListenersAndPhases(t *testing.T) {
+	f := newFixture(t)
+	_ = f.services.Add(svcObj("web", "10.96.0.10"))
+	_ = f.slices.Add(sliceObj("web", "web-1", "10.244.1.5"))
+	for _, p := range []*corev1.Pod{
+		podObj("client", "node-a", "10.244.1.3", true),
+		podObj("plain", "node-a", "10.244.1.4", false),    // not captured
+		podObj("elsewhere", "node-b", "10.244.2.3", true), // other node
+		podObj("pending", "node-a", "", true),             // no IP yet
+		podObj("nonetns", "node-a", "10.244.1.9", true),   // netns not found yet
+	} {
+		_ = f.pods.Add(p)
+	}
+	f.sync(t)
+	st := f.s.status.Load()
+	if len(st.Listeners) != 1 || st.Listeners[0] != (ListenerStatus{Pod: "client", Namespace: "ns", Netns: "/var/run/netns/cni-1", Name: "capture~ns~client"}) {
+		t.Fatalf("listeners %+v", st.Listeners)
+	}
+	if f.s.retry == nil {
+		t.Error("an unresolved captured pod schedules a retry")
+	}
+	l := f.s.set.Listeners["capture~ns~client"]
+	if chains(l) != "cap_svc" {
+		t.Fatalf("phase 1 on: chains %s", chains(l))
+	}
+	// Phase 1 off: svc clusters withdrawn, the range goes to cap_passthrough_svc, same listener name.
+	f.s.setPhases(false, true)
+	f.sync(t)
+	u := f.pub.last()
+	if !slices.Equal(u.DeleteClusters, []string{"svc:10.96.0.10:80"}) || !slices.Equal(keys(u.Listeners), []string{"capture~ns~client"}) || len(u.DeleteListeners) != 0 {
+		t.Fatalf("phase 1 off: %+v", u)
+	}
+	if c := chains(f.s.set.Listeners["capture~ns~client"]); c != "cap_passthrough_svc" {
+		t.Fatalf("phase 1 off: chains %s", c)
+	}
+	if st := f.s.status.Load(); st.Phase1 || !st.Phase2 || st.Clusters != 1 {
+		t.Fatalf("status after flip %+v", st)
+	}
+	f.s.setPhases(true, false)
+	f.sync(t)
+	if !slices.Equal(keys(f.pub.last().Clusters), []string{"svc:10.96.0.10:80"}) {
+		t.Fatalf("phase 1 back on: %v", keys(f.pub.last().Clusters))
+	}
+	// The pod goes: its listener is withdrawn.
+	_ = f.pods.Delete(podObj("client", "node-a", "10.244.1.3", true))
+	f.s.listenersChanged()
+	f.sync(t)
+	if !slices.Equal(f.pub.last().DeleteListeners, []string{"capture~ns~client"}) {
+		t.Fatalf("pod gone: %+v", f.pub.last())
+	}
+}
+
+func TestInvalidNeverPublished(t *testing.T) {
+	f := newFixture(t)
+	_ = f.pods.Add(podObj("client", "node-a", "10.244.1.3", true))
+	f.sync(t)
+	n, before := len(f.pub.updates), f.s.set.Listeners["capture~ns~client"]
+	f.rng.p = []netip.Prefix{{}} // a garbage range: the matcher's prefix fails ValidateAll
+	f.s.listenersChanged()
+	if err := f.s.sync(); err == nil {
+		t.Fatal("invalid listener accepted")
+	}
+	if len(f.pub.updates) != n || f.s.set.Listeners["capture~ns~client"] != before {
+		t.Fatal("invalid configuration published or adopted")
+	}
+	mfs, _ := f.reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "svclb_snapshot_rejected_total" && mf.Metric[0].GetCounter().GetValue() != 1 {
+			t.Errorf("rejected counter %v", mf.Metric[0].GetCounter().GetValue())
+		}
+	}
+}
+
+func TestPhasesOf(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cm := func(d map[string]string) *corev1.ConfigMap { return &corev1.ConfigMap{Data: d} }
+	for _, tc := range []struct {
+		data         map[string]string
+		def1, def2   bool
+		want1, want2 bool
+	}{
+		{map[string]string{"phase1": "true", "phase2": "false"}, false, true, true, false},
+		{map[string]string{}, true, false, true, false},
+		{map[string]string{"phase1": "maybe"}, true, true, true, true},
+		{map[string]string{"phase1": "false"}, true, true, false, true},
+	} {
+		p1, p2 := phasesOf(log, cm(tc.data), tc.def1, tc.def2)
+		if p1 != tc.want1 || p2 != tc.want2 {
+			t.Errorf("%v: got %v,%v want %v,%v", tc.data, p1, p2, tc.want1, tc.want2)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+// Command svclb-agent is the svclb node agent; see package agent.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/aether-mesh/svclb/agent"
+)
+
+func main() {
+	var cfg agent.Config
+	var rng, level string
+	flag.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "node this agent serves (env NODE_NAME)")
+	flag.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig path; empty: in-cluster")
+	flag.StringVar(&cfg.XDSSocket, "xds-socket", "/run/svclb/xds.sock", "unix socket for delta ADS and ALS")
+	flag.StringVar(&cfg.HTTPAddr, "http", ":9750", "address for /metrics, /healthz and /status")
+	flag.StringVar(&cfg.NetnsDir, "netns-dir", "/var/run/netns", "directory of pod network namespace files")
+	flag.BoolVar(&cfg.Phase1, "phase1", true, "default for Phase 1 (svc: clusters) until ConfigMap svclb-system/svclb-agent says otherwise")
+	flag.BoolVar(&cfg.Phase2, "phase2", true, "default for Phase 2 (refusals) until ConfigMap svclb-system/svclb-agent says otherwise")
+	flag.StringVar(&rng, "service-range", "", "comma-separated IPv4 prefixes replacing the ServiceCIDR range")
+	flag.DurationVar(&cfg.Debounce, "debounce", 0, "coalesce changes for this long before a push (default 50ms)")
+	flag.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	flag.Parse()
+
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		fmt.Fprintf(os.Stderr, "svclb-agent: -log-level: %v\n", err)
+		os.Exit(2)
+	}
+	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	for _, p := range strings.Split(rng, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		pfx, err := netip.ParsePrefix(p)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "svclb-agent: -service-range: %v\n", err)
+			os.Exit(2)
+		}
+		cfg.RangeOverride = append(cfg.RangeOverride, pfx)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := agent.Run(ctx, cfg); err != nil {
+		cfg.Logger.Error("agent failed", "error", err)
+		os.Exit(1)
+	}
+}
