@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
 )
 
 // monitorLoop subscribes to nftables events in the guard's namespace and
@@ -43,13 +44,20 @@ func (g *Guard) monitorLoop(ctx context.Context) {
 	}
 }
 
+const monitorReadBuffer = 4 << 20
+
 type monitorError struct{ err error }
 
 func (e monitorError) Error() string { return "nft monitor: " + e.err.Error() }
 func (e monitorError) Unwrap() error { return e.err }
 
 func (g *Guard) monitorOnce(ctx context.Context) error {
-	c, err := nftables.New(nftables.WithNetNSFd(g.o.NetNS))
+	// kube-proxy's full sync of a large cluster is thousands of events in
+	// one burst: a bigger socket buffer (capped by net.core.rmem_max) makes
+	// ENOBUFS rarer. It still happens; the loop above handles it.
+	c, err := nftables.New(nftables.WithNetNSFd(g.o.NetNS), nftables.WithSockOptions(func(c *netlink.Conn) error {
+		return c.SetReadBuffer(monitorReadBuffer)
+	}))
 	if err != nil {
 		return monitorError{err}
 	}
