@@ -116,9 +116,7 @@ func guard100(t testing.TB) (cut, clean time.Duration, c *nftables.Conn, ns *net
 }
 
 func TestGuard100Services(t *testing.T) {
-	before := ""
 	cut, clean, c, ns, chosen, others := guard100(t)
-	_ = before
 	if got := present(t, c, chosen); len(got) != 0 {
 		t.Fatalf("left over: %v", got)
 	}

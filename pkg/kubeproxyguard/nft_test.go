@@ -183,27 +183,17 @@ func startGuard(t testing.TB, ns *netnstest.NS, resync time.Duration, svcs ...ty
 }
 
 // onPath reads the kernel's table (not the guard's status) and returns the
-// chosen Services that still have an element, a rule or an affinity set.
+// Services of svcs that still have an element, a rule or an affinity set.
 func onPath(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName) []types.NamespacedName {
-	t.Helper()
-	want := map[types.NamespacedName]bool{}
-	for _, s := range svcs {
-		want[s] = true
-	}
-	tb, err := readTable(c, want)
-	if err != nil {
-		t.Fatalf("read table: %v", err)
-	}
-	var r []types.NamespacedName
-	for s, o := range tb.services {
-		if o.needsCut() {
-			r = append(r, s)
-		}
-	}
-	return r
+	return inTable(t, c, svcs, (*objects).needsCut)
 }
 
+// present returns the Services of svcs that have any object left.
 func present(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName) []types.NamespacedName {
+	return inTable(t, c, svcs, func(o *objects) bool { return !o.empty() })
+}
+
+func inTable(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName, match func(*objects) bool) []types.NamespacedName {
 	t.Helper()
 	want := map[types.NamespacedName]bool{}
 	for _, s := range svcs {
@@ -215,7 +205,7 @@ func present(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName) []type
 	}
 	var r []types.NamespacedName
 	for s, o := range tb.services {
-		if !o.empty() {
+		if match(o) {
 			r = append(r, s)
 		}
 	}
