@@ -60,12 +60,11 @@ type placed struct {
 }
 
 func deployPlaced(ctx context.Context, name string, nodes []string, guarded bool, mutate func(*corev1.Service)) (*placed, error) {
-	dep := echoDeployment(name, backendOpts{replicas: int32(len(nodes)), nodes: nodes})
-	svc := legService(name, svcOpts{selector: dep.Spec.Selector.MatchLabels, guarded: guarded, mutate: mutate})
-	if err := create(ctx, dep, svc); err != nil {
+	svc, err := deployEcho(ctx, name, backendOpts{replicas: int32(len(nodes)), nodes: nodes}, svcOpts{guarded: guarded, mutate: mutate})
+	if err != nil {
 		return nil, err
 	}
-	pods, err := waitPodsReady(ctx, "app="+name, len(nodes), 2*time.Minute)
+	pods, err := waitPodsReady(ctx, "app="+name, len(nodes), time.Minute)
 	if err != nil {
 		return nil, err
 	}
@@ -75,11 +74,6 @@ func deployPlaced(ctx context.Context, name string, nodes []string, guarded bool
 	}
 	if len(got) != len(nodes) {
 		return nil, fmt.Errorf("%s: want one backend on each of %v, got pods on %v", name, nodes, got)
-	}
-	if guarded {
-		if _, err := waitCutEverywhere(ctx, svc, time.Minute); err != nil {
-			return nil, err
-		}
 	}
 	return &placed{svc: svc, to: net.JoinHostPort(svc.Spec.ClusterIP, "80"), nodes: nodes}, nil
 }

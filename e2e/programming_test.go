@@ -68,10 +68,7 @@ func addHist(a, b kube.Histogram) kube.Histogram {
 var _ = Describe("network programming latency", Ordered, Label("programming"), func() {
 	It("compares the agent with kube-proxy for the same EndpointSlice changes", func(ctx SpecContext) {
 		Expect(setPhases(ctx, true, true)).To(Succeed())
-		dep := echoDeployment("prog", backendOpts{replicas: 1})
-		svc := legService("prog", svcOpts{selector: dep.Spec.Selector.MatchLabels})
-		Expect(create(ctx, dep, svc)).To(Succeed())
-		_, err := waitPodsReady(ctx, "app=prog", 1, 2*time.Minute)
+		_, err := deployEcho(ctx, "prog", backendOpts{replicas: 1}, svcOpts{})
 		Expect(err).NotTo(HaveOccurred())
 		time.Sleep(3 * time.Second)
 		a0, k0, err := programmingHistograms(ctx)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"sort"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -23,19 +22,10 @@ var _ = defineLeg(leg{
 	redExpect:  "no backend reply: passthrough to the VIP hits kube-proxy's REJECT, the proxy closes the client's connection",
 	greenMeans: "every attempt from every meshed client gets a backend's reply",
 	prepare: func(ctx context.Context) (any, error) {
-		dep := echoDeployment("reach", backendOpts{replicas: 2})
-		svc := legService("reach", svcOpts{selector: dep.Spec.Selector.MatchLabels, guarded: true})
-		if err := create(ctx, dep, svc); err != nil {
-			return nil, err
-		}
-		if _, err := waitPodsReady(ctx, "app=reach", 2, 2*time.Minute); err != nil {
-			return nil, err
-		}
-		note, err := waitCutEverywhere(ctx, svc, time.Minute)
+		svc, err := deployEcho(ctx, "reach", backendOpts{replicas: 2}, svcOpts{guarded: true})
 		if err != nil {
 			return nil, err
 		}
-		progress("leg reach: %s", note)
 		return &reachWorkload{svc: svc, to: net.JoinHostPort(svc.Spec.ClusterIP, "80")}, nil
 	},
 	measure: func(ctx context.Context, w any, run *evidence.Run) {

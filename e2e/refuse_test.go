@@ -131,12 +131,8 @@ var _ = defineLeg(refuseLeg("refuse-no-endpoints", "no-endpoints",
 var _ = defineLeg(refuseLeg("refuse-port-not-declared", "port-not-declared",
 	"ClusterIP Service with a backend on port 80, dialled on port 81 it does not declare",
 	func(ctx context.Context) (string, string, string, error) {
-		dep := echoDeployment("pnd", backendOpts{replicas: 1})
-		svc := legService("pnd", svcOpts{selector: dep.Spec.Selector.MatchLabels, guarded: true})
-		if err := create(ctx, dep, svc); err != nil {
-			return "", "", "", err
-		}
-		if _, err := waitPodsReady(ctx, "app=pnd", 1, 2*time.Minute); err != nil {
+		svc, err := deployEcho(ctx, "pnd", backendOpts{replicas: 1}, svcOpts{guarded: true})
+		if err != nil {
 			return "", "", "", err
 		}
 		return net.JoinHostPort(svc.Spec.ClusterIP, "81"), svc.Namespace, svc.Name, nil

@@ -23,18 +23,7 @@ var _ = defineLeg(leg{
 	greenMeans: "the guard observed the restore and re-deleted it, and every attempt during the restart got a backend's reply",
 	timeout:    6 * time.Minute,
 	prepare: func(ctx context.Context) (any, error) {
-		dep := echoDeployment("resync", backendOpts{replicas: 2})
-		svc := legService("resync", svcOpts{selector: dep.Spec.Selector.MatchLabels, guarded: true})
-		if err := create(ctx, dep, svc); err != nil {
-			return nil, err
-		}
-		if _, err := waitPodsReady(ctx, "app=resync", 2, 2*time.Minute); err != nil {
-			return nil, err
-		}
-		if _, err := waitCutEverywhere(ctx, svc, time.Minute); err != nil {
-			return nil, err
-		}
-		return svc, nil
+		return deployEcho(ctx, "resync", backendOpts{replicas: 2}, svcOpts{guarded: true})
 	},
 	measure: func(ctx context.Context, w any, run *evidence.Run) {
 		if err := resyncRun(ctx, w.(*corev1.Service), run); err != nil {

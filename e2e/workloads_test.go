@@ -210,3 +210,26 @@ func podState(p *corev1.Pod) string {
 	}
 	return string(p.Status.Phase)
 }
+
+// deployEcho creates an echo Deployment and a Service selecting it, waits for
+// the backends to be ready and, for a guarded Service, for its kube-proxy
+// objects to be gone on every node. The returned Service carries its ClusterIP.
+func deployEcho(ctx context.Context, name string, b backendOpts, s svcOpts) (*corev1.Service, error) {
+	dep := echoDeployment(name, b)
+	s.selector = dep.Spec.Selector.MatchLabels
+	svc := legService(name, s)
+	if err := create(ctx, dep, svc); err != nil {
+		return nil, err
+	}
+	if _, err := waitPodsReady(ctx, "app="+name, int(b.replicas), 2*time.Minute); err != nil {
+		return nil, err
+	}
+	if s.guarded {
+		note, err := waitCutEverywhere(ctx, svc, time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		progress("%s", note)
+	}
+	return svc, nil
+}
