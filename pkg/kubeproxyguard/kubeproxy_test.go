@@ -1,0 +1,251 @@
+package kubeproxyguard
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+
+	"github.com/aether-mesh/svclb/internal/netnstest"
+	"github.com/aether-mesh/svclb/internal/testenv"
+)
+
+// TestGuardWithRealKubeProxy runs a real kube-proxy v1.34 (nftables mode,
+// built by `make k8s-bins`) in a throwaway namespace against a real
+// apiserver, guards one of two Services, restarts kube-proxy (its start-up
+// full sync restores everything) and changes the guarded Service's
+// endpoints (kube-proxy's partial sync then fails on the deleted chains and
+// falls back to a full sync): each time the guard cuts it again and leaves
+// the other Service alone.
+func TestGuardWithRealKubeProxy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts kube-apiserver, etcd and kube-proxy")
+	}
+	ns := netnstest.New(t)
+	dir, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp := filepath.Join(dir, "kube-proxy")
+	if _, err := os.Stat(kp); err != nil {
+		t.Skipf("%s not found: run `make k8s-bins` to build it", kp)
+	}
+	cfg := testenv.Start(t, testenv.Options{})
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	kubeconfig := forwardAPIServer(t, ns, cfg)
+	const node = "node-a"
+	if _, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: node},
+		Spec:       corev1.NodeSpec{PodCIDR: "10.244.1.0/24", PodCIDRs: []string{"10.244.1.0/24"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	demo, keep := svc("default/demo"), svc("default/keep")
+	for _, s := range []types.NamespacedName{demo, keep} {
+		lbls := map[string]string{}
+		if s == demo {
+			lbls[Label] = LabelValue
+		}
+		if _, err := kube.CoreV1().Services(s.Namespace).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: lbls},
+			Spec: corev1.ServiceSpec{
+				Ports:           []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
+				SessionAffinity: corev1.ServiceAffinityClientIP,
+			},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		setEndpoints(t, kube, s, "10.244.1.10", "10.244.2.20")
+	}
+
+	stopKP := startKubeProxy(t, ns, kp, kubeconfig, node)
+	c := conn(t, ns)
+	both := []types.NamespacedName{demo, keep}
+	if _, ok := waitFor(60*time.Second, func() bool { return len(onPath(t, c, both)) == 2 }); !ok {
+		t.Fatalf("kube-proxy did not program both Services: %v", onPath(t, c, both))
+	}
+
+	g := startGuard(t, ns, 5*time.Second)
+	watched := make(chan error, 1)
+	go func() { watched <- WatchServices(ctx, kube, g) }()
+	defer func() { cancel(); <-watched }()
+	expect := func(what string) {
+		t.Helper()
+		if _, ok := waitFor(10*time.Second, func() bool {
+			p := onPath(t, c, both)
+			return len(p) == 1 && p[0] == keep
+		}); !ok {
+			t.Fatalf("%s: on kube-proxy's path: %v, want only %v", what, onPath(t, c, both), keep)
+		}
+	}
+	redeletions := func() int {
+		for _, s := range g.Status().Services {
+			return s.Redeletions
+		}
+		return -1
+	}
+	expect("guarded")
+	if _, ok := waitFor(5*time.Second, func() bool { return len(present(t, c, []types.NamespacedName{demo})) == 0 }); !ok {
+		t.Fatal("demo's chains not deleted")
+	}
+
+	// Restart: the start-up full sync restores demo.
+	stopKP()
+	before := redeletions()
+	startKubeProxy(t, ns, kp, kubeconfig, node)
+	if _, ok := waitFor(60*time.Second, func() bool { return redeletions() > before }); !ok {
+		t.Fatal("kube-proxy's restart restored nothing the guard saw")
+	}
+	expect("after kube-proxy restarted")
+
+	// An endpoint change: the partial sync touches demo's deleted chains.
+	before = redeletions()
+	setEndpoints(t, kube, demo, "10.244.1.11")
+	if _, ok := waitFor(60*time.Second, func() bool { return redeletions() > before }); !ok {
+		t.Logf("an endpoint change did not make kube-proxy restore demo (no full sync) — fine, nothing to re-delete")
+	}
+	expect("after an endpoint change")
+	for _, s := range g.Status().Services {
+		t.Logf("%s/%s: %d re-deletions, last latency %.2f ms, %d errors", s.Namespace, s.Name, s.Redeletions, s.LastRedeletionLatencySeconds*1000, s.Errors)
+	}
+}
+
+func setEndpoints(t *testing.T, kube kubernetes.Interface, s types.NamespacedName, ips ...string) {
+	t.Helper()
+	ctx := context.Background()
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name + "-1",
+			Labels: map[string]string{discoveryv1.LabelServiceName: s.Name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for _, ip := range ips {
+		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	eps := kube.DiscoveryV1().EndpointSlices(s.Namespace)
+	if old, err := eps.Get(ctx, es.Name, metav1.GetOptions{}); err == nil {
+		es.ResourceVersion = old.ResourceVersion
+		_, err = eps.Update(ctx, es, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if _, err := eps.Create(ctx, es, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// forwardAPIServer makes the host's apiserver reachable from inside ns at
+// the same address (127.0.0.1:port, so its serving certificate still
+// matches): a listener opened inside ns, connections dialled from the host.
+// It returns a kubeconfig file for that address.
+func forwardAPIServer(t *testing.T, ns *netnstest.NS, cfg *rest.Config) string {
+	t.Helper()
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatalf("apiserver address %q: %v", cfg.Host, err)
+	}
+	host := u.Host
+	var l net.Listener
+	if err := ns.Do(func() (err error) {
+		l, err = net.Listen("tcp", host)
+		return err
+	}); err != nil {
+		t.Fatalf("listen in ns: %v", err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { _ = l.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", host)
+			if err != nil {
+				_ = in.Close()
+				continue
+			}
+			wg.Add(2)
+			go func() { defer wg.Done(); _, _ = io.Copy(out, in); _ = out.Close() }()
+			go func() { defer wg.Done(); _, _ = io.Copy(in, out); _ = in.Close() }()
+		}
+	}()
+
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	kc.CurrentContext = "envtest"
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startKubeProxy runs kube-proxy in ns and returns a func that stops it
+// (also called at cleanup). Its output is shown when the test fails.
+func startKubeProxy(t *testing.T, ns *netnstest.NS, bin, kubeconfig, node string) func() {
+	t.Helper()
+	cmd := ns.Command(bin,
+		"--kubeconfig="+kubeconfig,
+		"--proxy-mode=nftables",
+		"--hostname-override="+node,
+		"--cluster-cidr=10.244.0.0/16",
+		"--healthz-bind-address=127.0.0.1:"+strconv.Itoa(10256),
+		"--metrics-bind-address=127.0.0.1:10249",
+		// Leave the (host-wide) conntrack sysctls alone.
+		"--conntrack-max-per-core=0",
+		"--conntrack-tcp-timeout-established=0",
+		"--conntrack-tcp-timeout-close-wait=0",
+		"--v=2",
+	)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start kube-proxy: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+			if t.Failed() {
+				t.Logf("kube-proxy output:\n%s", out.String())
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
