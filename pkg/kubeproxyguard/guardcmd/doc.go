@@ -1,13 +1,13 @@
 // Package guardcmd is the svclb-guard command line:
 //
-//	svclb-guard run    [--kubeconfig F] [--listen :9751] [--resync 5s]
+//	svclb-guard run    [--kubeconfig F] [--listen :9751] [--resync 1s]
 //	    DaemonSet mode: guard the Services labelled svclb.dev/kube-proxy=deleted
 //	    on this node (NODE_NAME), serve /status, /metrics, /healthz.
 //	svclb-guard list   [--json]
 //	    print the Services that have objects in table ip kube-proxy.
 //	svclb-guard delete [--timeout 30s] NS/NAME...
 //	    delete those Services' kube-proxy objects once and exit.
-//	svclb-guard watch  [--listen ADDR] [--resync 5s] NS/NAME...
+//	svclb-guard watch  [--listen ADDR] [--resync 1s] NS/NAME...
 //	    keep deleting them until interrupted, without an apiserver.
 //
 // list, delete and watch are for a person inside a node (e.g. docker exec

@@ -120,7 +120,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs, v := newFlags("run", stderr)
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
 	listen := fs.String("listen", DefaultListen, "address of /status, /metrics and /healthz")
-	resync := fs.Duration("resync", 5*time.Second, "period of the full reconcile behind the nft monitor")
+	resync := fs.Duration("resync", time.Second, "period of the full reconcile behind the nft monitor")
 	node := fs.String("node", os.Getenv("NODE_NAME"), "this node's name (reported in /status)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -243,7 +243,7 @@ func deleteCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func watch(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs, v := newFlags("watch", stderr)
 	listen := fs.String("listen", "", "serve /status, /metrics and /healthz on this address")
-	resync := fs.Duration("resync", 5*time.Second, "period of the full reconcile behind the nft monitor")
+	resync := fs.Duration("resync", time.Second, "period of the full reconcile behind the nft monitor")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
