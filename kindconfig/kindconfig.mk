@@ -48,7 +48,7 @@ KC_ALL_BINS  := $(addprefix $(KC_BIN)/,$(KC_K8S_CMDS) etcd coredns pause flannel
 .PHONY: k8s-test-bins
 k8s-test-bins: $(KC_TEST_BINS) ## kube-apiserver, etcd, kubectl into _output/bin (envtest); cached, cold ≈15 min
 .PHONY: k8s-bins
-k8s-bins: $(KC_ALL_BINS) ## All Kubernetes $(K8S_VERSION) binaries + etcd, CoreDNS, pause, flanneld, CNI plugins into _output/bin
+k8s-bins: $(KC_ALL_BINS) ## All Kubernetes binaries (K8S_VERSION=v1.34.4) + etcd, CoreDNS, pause, flanneld, CNI plugins into _output/bin
 
 $(addprefix $(KC_BIN)/,$(KC_K8S_CMDS)): $(KC_BIN)/%: $(KC_K8S_MOD)/go.mod $(KC_K8S_MOD)/go.sum
 	@echo "[k8s-bins] go build k8s.io/kubernetes/cmd/$* $(K8S_VERSION)"
@@ -84,7 +84,7 @@ $(KC_KIND): $(REPO)/go.mod $(REPO)/go.sum
 	@$(call kc_timed,kind CLI,$(KC_GOBUILD) -o $@ sigs.k8s.io/kind)
 
 .PHONY: node-image
-node-image: $(KC_ALL_BINS) ## Offline kind node image $(KIND_NODE_IMAGE) (debootstrap + kind base files + the binaries); cached
+node-image: $(KC_ALL_BINS) ## Offline kind node image KIND_NODE_IMAGE=svclb/kind-node:v1.34.4 (debootstrap + kind base files + the binaries); cached
 	@set -e; base=$$($(GO) mod download -json sigs.k8s.io/kind | sed -n 's/.*"Dir": "\(.*\)",/\1/p')/images/base/files; \
 	BIN_DIR=$(KC_BIN) WORK=$(KIND_WORK) IMAGE=$(KIND_NODE_IMAGE) KIND_BASE=$$base K8S_VERSION=$(K8S_VERSION) \
 	ETCD_TAG=$(KC_ETCD_TAG) COREDNS_TAG=$(COREDNS_VERSION) PAUSE_TAGS="$(KC_PAUSE_TAGS)" \
@@ -94,13 +94,13 @@ KC_CLUSTER_ENV = KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) CONFIG=$(KC_DIR)/cluste
 	KIND_NODE_MODE=$(KIND_NODE_MODE) NODE_IMAGE_ONLINE=$(KIND_NODE_IMAGE_ONLINE) NODE_IMAGE_OFFLINE=$(KIND_NODE_IMAGE)
 
 .PHONY: cluster
-cluster: $(KC_KIND) ## Create or reuse kind cluster $(KIND_CLUSTER) (KIND_NODE_MODE=online|offline forces the node image path); kubeconfig $(KIND_KUBECONFIG)
+cluster: $(KC_KIND) ## Create or reuse kind cluster svclb (kubeconfig _output/kubeconfig); KIND_NODE_MODE=online|offline forces a path, default: one quick pull decides
 	@$(KC_CLUSTER_ENV) BUILD_NODE_IMAGE='$(MAKE) --no-print-directory node-image' bash $(KC_DIR)/cluster.sh up
 
 .PHONY: cluster-down
-cluster-down: $(KC_KIND) ## Delete kind cluster $(KIND_CLUSTER), its kubeconfig and the unused docker network
+cluster-down: $(KC_KIND) ## Delete kind cluster svclb, its kubeconfig and the unused docker network
 	@$(KC_CLUSTER_ENV) bash $(KC_DIR)/cluster.sh down
 
 .PHONY: images
-images: $(KC_KIND) ## Build every cmd/svclb-<x> into FROM-scratch image svclb/<x>:dev and kind-load them into $(KIND_CLUSTER) when it runs
+images: $(KC_KIND) ## Build every cmd/svclb-<x> into FROM-scratch image svclb/<x>:dev and kind-load them into svclb when it runs
 	@KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) OUT=$(OUT)/images GO="$(GO)" bash $(KC_DIR)/images.sh
