@@ -54,10 +54,16 @@ func TestGuardWithRealKubeProxy(t *testing.T) {
 
 	kubeconfig := forwardAPIServer(t, ns, cfg)
 	const node = "node-a"
-	if _, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{
+	n, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: node},
 		Spec:       corev1.NodeSpec{PodCIDR: "10.244.1.0/24", PodCIDRs: []string{"10.244.1.0/24"}},
-	}, metav1.CreateOptions{}); err != nil {
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kube-proxy waits (up to 30 s) for its Node to have an address.
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.10"}}
+	if _, err := kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	demo, keep := svc("default/demo"), svc("default/keep")
@@ -78,6 +84,8 @@ func TestGuardWithRealKubeProxy(t *testing.T) {
 		setEndpoints(t, kube, s, "10.244.1.10", "10.244.2.20")
 	}
 
+	t0 := time.Now()
+	stage := func(what string) { t.Logf("%6.1fs %s", time.Since(t0).Seconds(), what) }
 	stopKP := startKubeProxy(t, ns, kp, kubeconfig, node)
 	c := conn(t, ns)
 	both := []types.NamespacedName{demo, keep}
@@ -85,6 +93,7 @@ func TestGuardWithRealKubeProxy(t *testing.T) {
 		t.Fatalf("kube-proxy did not program both Services: %v", onPath(t, c, both))
 	}
 
+	stage("kube-proxy programmed both Services")
 	g := startGuard(t, ns, 5*time.Second)
 	watched := make(chan error, 1)
 	go func() { watched <- WatchServices(ctx, kube, g) }()
@@ -109,14 +118,17 @@ func TestGuardWithRealKubeProxy(t *testing.T) {
 		t.Fatal("demo's chains not deleted")
 	}
 
+	stage("guarded")
 	// Restart: the start-up full sync restores demo.
 	stopKP()
+	stage("kube-proxy stopped")
 	before := redeletions()
 	startKubeProxy(t, ns, kp, kubeconfig, node)
 	if _, ok := waitFor(60*time.Second, func() bool { return redeletions() > before }); !ok {
 		t.Fatal("kube-proxy's restart restored nothing the guard saw")
 	}
 	expect("after kube-proxy restarted")
+	stage("restored by kube-proxy's restart, and re-deleted")
 
 	// An endpoint change: the partial sync touches demo's deleted chains.
 	before = redeletions()
@@ -125,6 +137,7 @@ func TestGuardWithRealKubeProxy(t *testing.T) {
 		t.Logf("an endpoint change did not make kube-proxy restore demo (no full sync) — fine, nothing to re-delete")
 	}
 	expect("after an endpoint change")
+	stage("endpoint change handled")
 	for _, s := range g.Status().Services {
 		t.Logf("%s/%s: %d re-deletions, last latency %.2f ms, %d errors", s.Namespace, s.Name, s.Redeletions, s.LastRedeletionLatencySeconds*1000, s.Errors)
 	}

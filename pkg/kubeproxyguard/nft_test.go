@@ -3,6 +3,7 @@ package kubeproxyguard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
 	"log/slog"
@@ -200,6 +201,9 @@ func inTable(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName, match 
 		want[s] = true
 	}
 	tb, err := readTable(c, want)
+	if errors.Is(err, errNoTable) {
+		return nil // kube-proxy has not written it yet
+	}
 	if err != nil {
 		t.Fatalf("read table: %v", err)
 	}
