@@ -208,7 +208,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
-// loop rebuilds after each burst of changes, at most once per debounce interval.
+// loop rebuilds like kube-proxy's bounded-frequency runner: a change after a quiet period is
+// pushed at once (no added latency), and what arrives within debounce of a push is coalesced
+// into the next one, so a burst costs at most one push per interval.
 func (s *syncer) loop(ctx context.Context, idx *svcindex.Index, debounce time.Duration) {
 	changed := idx.Changed()
 	for {
@@ -221,13 +223,13 @@ func (s *syncer) loop(ctx context.Context, idx *svcindex.Index, debounce time.Du
 			continue
 		case <-s.kick:
 		}
+		if err := s.sync(); err != nil {
+			s.log.Error("sync failed", "error", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(debounce):
-		}
-		if err := s.sync(); err != nil {
-			s.log.Error("sync failed", "error", err)
 		}
 	}
 }

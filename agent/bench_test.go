@@ -1,0 +1,173 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/aether-mesh/svclb/agent/internal/translate"
+	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+	"github.com/aether-mesh/svclb/pkg/svcindex"
+)
+
+const (
+	benchServices        = 10_000
+	benchEndpointsPerSvc = 10 // 100k endpoints
+)
+
+func benchIP(base byte, i int) string {
+	return fmt.Sprintf("10.%d.%d.%d", base, i/250, i%250+1)
+}
+
+// populate fills the fixture with benchServices Services of one port, each with one slice of
+// benchEndpointsPerSvc ready endpoints.
+func populate(f *fixture) []*discoveryv1.EndpointSlice {
+	eps := make([]*discoveryv1.EndpointSlice, benchServices)
+	for i := range benchServices {
+		name := fmt.Sprintf("svc-%d", i)
+		_ = f.services.Add(svcObj(name, benchIP(96, i)))
+		ips := make([]string, benchEndpointsPerSvc)
+		for j := range ips {
+			ips[j] = benchIP(byte(128+j), i)
+		}
+		eps[i] = sliceObj(name, name+"-abc", ips...)
+		_ = f.slices.Add(eps[i])
+	}
+	return eps
+}
+
+// BenchmarkFullSync builds the whole snapshot (10k Services / 100k endpoints) from scratch.
+func BenchmarkFullSync(b *testing.B) {
+	var heap uint64
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		f := newFixture(b)
+		populate(f)
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		f.sync(b)
+		b.StopTimer()
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		heap = after.HeapAlloc - before.HeapAlloc
+		if st := f.s.status.Load(); st.Clusters != benchServices+1 || st.Endpoints != benchServices*benchEndpointsPerSvc {
+			b.Fatalf("status %d clusters %d endpoints", st.Clusters, st.Endpoints)
+		}
+		runtime.KeepAlive(f)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(heap)/(1<<20), "MiB-retained")
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+type nopIndex struct{}
+
+func (nopIndex) Lookup(netip.AddrPort) svcindex.Result { return svcindex.Result{} }
+
+// BenchmarkIncrementalPush measures one EndpointSlice change at 10k Services from the event
+// to the delta EDS response arriving at a real gRPC client subscribed to every name.
+func BenchmarkIncrementalPush(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, err := xdsserver.New(ctx, nopIndex{}, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := newFixture(b)
+	f.s.pub = srv
+	eps := populate(f)
+	f.sync(b)
+
+	sock := filepath.Join(b.TempDir(), "xds.sock")
+	ln, err := xdsserver.Listen(sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := grpc.NewServer()
+	srv.Register(g)
+	go func() { _ = g.Serve(ln) }()
+	defer g.Stop()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// The first EDS response at 10k Services is ~4.5 MB, over gRPC's 4 MiB default.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, 0, benchServices)
+	for i := range benchServices {
+		names = append(names, translate.ClusterName(netip.MustParseAddr(benchIP(96, i)), 80))
+	}
+	if err := st.Send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: names}); err != nil {
+		b.Fatal(err)
+	}
+	recv := func() *discoverygrpc.DeltaDiscoveryResponse {
+		r, err := st.Recv()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := st.Send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce}); err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	if r := recv(); len(r.Resources) != benchServices {
+		b.Fatalf("initial EDS: %d resources", len(r.Resources))
+	}
+	var lat []time.Duration
+	i := 0
+	cpu0 := cpuTime()
+	for b.Loop() {
+		es := eps[i%benchServices].DeepCopy()
+		// Flip one endpoint's readiness: a real change each time.
+		ready := es.Endpoints[0].Conditions.Ready
+		es.Endpoints[0].Conditions.Ready = new(bool)
+		*es.Endpoints[0].Conditions.Ready = !*ready
+		eps[i%benchServices] = es
+		_ = f.slices.Update(es)
+		start := time.Now()
+		f.s.sliceChanged(es)
+		if err := f.s.sync(); err != nil {
+			b.Fatal(err)
+		}
+		r := recv()
+		lat = append(lat, time.Since(start))
+		if len(r.Resources) != 1 {
+			b.Fatalf("push carried %d resources, want 1", len(r.Resources))
+		}
+		i++
+	}
+	// CPU per push (agent + server + client) says more than wall time on a shared machine.
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(len(lat)), "cpu-ms/push")
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
