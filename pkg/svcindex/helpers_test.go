@@ -16,10 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // testLogger keeps test output quiet unless -v and a failure want it.
@@ -58,6 +60,9 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	f.disco.setServed(o.crdServed)
 	f.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{serviceImportGVR: "ServiceImportList"}, o.imports...)
+	watching := make(chan string, 16)
+	signalWatches(kube, watching)
+	signalWatches(f.dyn, watching)
 	factory := informers.NewSharedInformerFactory(kube, 0)
 	if o.opts.Logger == nil {
 		o.opts.Logger = testLogger(t)
@@ -76,7 +81,48 @@ func newFixture(t *testing.T, o fixtureOpts) *fixture {
 	go func() { defer close(done); _ = f.x.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
 	f.eventually("HasSynced", f.x.HasSynced)
+	// The fakes' watches ignore resourceVersion: an object written between an
+	// informer's list and its watch is lost. Wait until every watch is open.
+	want := map[string]bool{"services": true}
+	if o.opts.RangeOverride == nil {
+		want["servicecidrs"] = true
+	}
+	if o.crdServed && !o.noDynamic {
+		want["serviceimports"] = true
+	}
+	for len(want) > 0 {
+		select {
+		case r := <-watching:
+			delete(want, r)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("informers never watched %v", want)
+		}
+	}
 	return f
+}
+
+type fakeWithTracker interface {
+	PrependWatchReactor(resource string, reaction k8stesting.WatchReactionFunc)
+	Tracker() k8stesting.ObjectTracker
+}
+
+// signalWatches makes a fake open its watches itself, then say so on started.
+func signalWatches(c fakeWithTracker, started chan<- string) {
+	c.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := c.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return true, nil, err
+		}
+		select {
+		case started <- a.GetResource().Resource:
+		default:
+		}
+		return true, w, nil
+	})
 }
 
 // eventually waits for cond, waking on every index change and every 10 ms.

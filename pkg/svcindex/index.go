@@ -28,8 +28,10 @@ type Index struct {
 	log      *slog.Logger
 	factory  informers.SharedInformerFactory
 	override []netip.Prefix // IPv4, masked; nil = use ServiceCIDRs
-	services cache.SharedIndexInformer
-	cidrs    cache.SharedIndexInformer // nil with an override
+	// Handler registrations, not informers: an informer has synced when its
+	// store is filled, a registration when its handler has seen every item.
+	services cache.ResourceEventHandlerRegistration
+	cidrs    cache.ResourceEventHandlerRegistration // nil with an override
 	imports  *importWatcher
 
 	mu      sync.RWMutex
@@ -66,9 +68,37 @@ func New(factory informers.SharedInformerFactory, dyn dynamic.Interface, disco d
 	if factory == nil {
 		return nil, errors.New("svcindex: nil informer factory")
 	}
+	x, err := newIndex(opts)
+	if err != nil {
+		return nil, err
+	}
+	x.factory = factory
+	x.services, err = factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { x.setService(o) },
+		UpdateFunc: func(_, o any) { x.setService(o) },
+		DeleteFunc: func(o any) { x.deleteService(o) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("svcindex: watching Services: %w", err)
+	}
+	if x.override == nil {
+		x.cidrs, err = factory.Networking().V1().ServiceCIDRs().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { x.setServiceCIDR(o) },
+			UpdateFunc: func(_, o any) { x.setServiceCIDR(o) },
+			DeleteFunc: func(o any) { x.deleteServiceCIDR(o) },
+		})
+		if err != nil {
+			return nil, fmt.Errorf("svcindex: watching ServiceCIDRs: %w", err)
+		}
+	}
+	x.imports = newImportWatcher(x, dyn, disco)
+	return x, nil
+}
+
+// newIndex returns an Index with no informers: the state and its rules only.
+func newIndex(opts Options) (*Index, error) {
 	x := &Index{
 		log:     opts.Logger,
-		factory: factory,
 		byIP:    make(map[uint32]*svcEntry),
 		byName:  make(map[types.NamespacedName]*svcEntry),
 		cidrSet: make(map[string][]netip.Prefix),
@@ -92,30 +122,12 @@ func New(factory informers.SharedInformerFactory, dyn dynamic.Interface, disco d
 	if len(opts.RangeOverride) > 0 && len(x.override) == 0 {
 		return nil, fmt.Errorf("svcindex: range override %v has no IPv4 prefix", opts.RangeOverride)
 	}
-
-	x.services = factory.Core().V1().Services().Informer()
-	if _, err := x.services.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { x.setService(o) },
-		UpdateFunc: func(_, o any) { x.setService(o) },
-		DeleteFunc: func(o any) { x.deleteService(o) },
-	}); err != nil {
-		return nil, fmt.Errorf("svcindex: watching Services: %w", err)
-	}
-	if x.override == nil {
-		x.cidrs = factory.Networking().V1().ServiceCIDRs().Informer()
-		if _, err := x.cidrs.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { x.setServiceCIDR(o) },
-			UpdateFunc: func(_, o any) { x.setServiceCIDR(o) },
-			DeleteFunc: func(o any) { x.deleteServiceCIDR(o) },
-		}); err != nil {
-			return nil, fmt.Errorf("svcindex: watching ServiceCIDRs: %w", err)
-		}
-	} else {
+	if x.override != nil {
 		x.mu.Lock()
 		x.recomputeRangeLocked()
 		x.mu.Unlock()
 	}
-	x.imports = newImportWatcher(x, dyn, disco)
+	x.imports = newImportWatcher(x, nil, nil)
 	return x, nil
 }
 

@@ -43,6 +43,7 @@ type importWatcher struct {
 	mu       sync.Mutex
 	checked  bool                      // discovery answered (or failed) once
 	informer cache.SharedIndexInformer // nil while the CRD is not served
+	handler  cache.ResourceEventHandlerRegistration
 	stop     context.CancelFunc
 }
 
@@ -56,7 +57,7 @@ func (w *importWatcher) hasSynced() bool {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.checked && (w.informer == nil || w.informer.HasSynced())
+	return w.checked && (w.informer == nil || w.handler.HasSynced())
 }
 
 // run returns when ctx ends.
@@ -98,7 +99,7 @@ func (w *importWatcher) check(ctx context.Context) {
 	case !served && w.informer != nil:
 		w.x.log.Info("ServiceImport CRD is no longer served; dropping its addresses from the range")
 		w.stop()
-		w.informer, w.stop = nil, nil
+		w.informer, w.handler, w.stop = nil, nil, nil
 		w.x.mu.Lock()
 		clear(w.x.imps)
 		w.x.recomputeRangeLocked()
@@ -136,17 +137,18 @@ func (w *importWatcher) startLocked(ctx context.Context) {
 	// Events still queued when this informer is stopped must not bring back
 	// addresses check has cleared: handlers apply only while cctx lives.
 	cctx, cancel := context.WithCancel(ctx)
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { x.setImport(cctx, o) },
 		UpdateFunc: func(_, o any) { x.setImport(cctx, o) },
 		DeleteFunc: func(o any) { x.deleteImport(cctx, o) },
-	}); err != nil {
+	})
+	if err != nil {
 		// Only fails on a stopped informer, and this one has not started.
 		cancel()
 		x.log.Error("cannot watch ServiceImports", "err", err)
 		return
 	}
-	w.informer, w.stop = inf, cancel
+	w.informer, w.handler, w.stop = inf, reg, cancel
 	go inf.RunWithContext(cctx)
 }
 

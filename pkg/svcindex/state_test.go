@@ -23,7 +23,7 @@ func bareIndex(tb testing.TB, opts Options) *Index {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	x, err := New(fixtureFactory(), nil, nil, opts)
+	x, err := newIndex(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
