@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -238,6 +239,17 @@ func conn(t testing.TB, ns *netnstest.NS) *nftables.Conn {
 	return c
 }
 
+// expectCut fails the test unless every Service of svcs is off kube-proxy's
+// path within 1 s, and returns how long it took.
+func expectCut(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName, what string) time.Duration {
+	t.Helper()
+	took, ok := waitFor(time.Second, func() bool { return len(onPath(t, c, svcs)) == 0 })
+	if !ok {
+		t.Fatalf("%s: still on kube-proxy's path after %v: %v", what, took, onPath(t, c, svcs))
+	}
+	return took
+}
+
 // waitClean waits until nothing of svcs is left in the kernel's table.
 func waitClean(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName) {
 	t.Helper()
@@ -272,11 +284,7 @@ func TestGuardV134(t *testing.T) {
 		// The guard is often done before nft exits: the re-deletion
 		// counts below prove each restore happened.
 		load(t, ns, "kube-proxy-v1.34-restore.nft")
-		took, ok := waitFor(time.Second, func() bool { return len(onPath(t, c, chosen134)) == 0 })
-		if !ok {
-			t.Fatalf("restore %d: still on kube-proxy's path after %v: %v", i, took, onPath(t, c, chosen134))
-		}
-		t.Logf("restore %d: cut again within %v", i, took)
+		t.Logf("restore %d: cut again within %v", i, expectCut(t, c, chosen134, fmt.Sprint("restore ", i)))
 		waitClean(t, c, chosen134)
 		if got := listTable(t, ns); got != after {
 			t.Fatalf("restore %d: ruleset after re-deletion differs from the first:\n%s", i, lineDiff(after, got))
@@ -316,9 +324,7 @@ func TestGuardV137(t *testing.T) {
 	}
 	for i := range 3 {
 		load(t, ns, "kube-proxy-v1.37-restore.nft")
-		if took, ok := waitFor(time.Second, func() bool { return len(onPath(t, c, demo)) == 0 }); !ok {
-			t.Fatalf("restore %d: still on path after %v", i, took)
-		}
+		expectCut(t, c, demo, fmt.Sprint("restore ", i))
 		waitClean(t, c, demo)
 		if got := listTable(t, ns); got != after {
 			t.Fatalf("restore %d: differs:\n%s", i, lineDiff(after, got))
@@ -360,9 +366,7 @@ func TestGuardConcurrentWriter(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	close(stop)
 	wg.Wait()
-	if took, ok := waitFor(time.Second, func() bool { return len(onPath(t, c, chosen134)) == 0 }); !ok {
-		t.Fatalf("still on path %v after the writers stopped: %v", took, onPath(t, c, chosen134))
-	}
+	expectCut(t, c, chosen134, "after the writers stopped")
 	waitClean(t, c, chosen134)
 	if got := listTable(t, ns); got != want {
 		t.Fatalf("ruleset after the race differs:\n%s", lineDiff(want, got))
@@ -394,9 +398,7 @@ func TestGuardMonitorClosed(t *testing.T) {
 			t.Fatalf("monitor not renewed: %+v", g.Status().Monitor)
 		}
 		load(t, ns, "kube-proxy-v1.34-restore.nft")
-		if took, ok := waitFor(time.Second, func() bool { return len(onPath(t, c, chosen134)) == 0 }); !ok {
-			t.Fatalf("round %d: still on path after %v", i, took)
-		}
+		expectCut(t, c, chosen134, fmt.Sprint("round ", i))
 		waitClean(t, c, chosen134)
 	}
 }
@@ -436,9 +438,7 @@ func TestGuardRestartObjectsGone(t *testing.T) {
 		t.Fatalf("restart changed the ruleset:\n%s", lineDiff(want, got))
 	}
 	load(t, ns, "kube-proxy-v1.34-restore.nft")
-	if took, ok := waitFor(time.Second, func() bool { return len(onPath(t, c, chosen134)) == 0 }); !ok {
-		t.Fatalf("still on path after %v", took)
-	}
+	expectCut(t, c, chosen134, "restore after restart")
 	if _, ok := waitFor(time.Second, func() bool {
 		for _, s := range g2.Status().Services {
 			if s.Redeletions != 1 {
@@ -464,9 +464,7 @@ func TestGuardLabelRemoved(t *testing.T) {
 	rest := slices.DeleteFunc(slices.Clone(chosen134), func(s types.NamespacedName) bool { return s == demo })
 	g.SetServices(rest)
 	load(t, ns, "kube-proxy-v1.34-restore.nft")
-	if took, ok := waitFor(time.Second, func() bool { return len(onPath(t, c, rest)) == 0 }); !ok {
-		t.Fatalf("still on path after %v", took)
-	}
+	expectCut(t, c, rest, "restore after the label went")
 	time.Sleep(ChainDeleteDelay + 500*time.Millisecond) // several periodic passes
 	if got := onPath(t, c, []types.NamespacedName{demo}); len(got) != 1 {
 		t.Fatalf("unguarded default/demo was deleted again")
