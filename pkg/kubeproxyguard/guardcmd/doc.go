@@ -10,6 +10,8 @@
 //	svclb-guard watch  [--listen ADDR] [--resync 1s] NS/NAME...
 //	    keep deleting them until interrupted, without an apiserver.
 //
-// list, delete and watch are for a person inside a node (e.g. docker exec
-// into a kind node, or kubectl debug node/NAME with the host network).
+// list, delete and watch are for a person on a node. The DaemonSet's pod
+// shares the node's network namespace, so the simplest way in is
+//
+//	kubectl -n svclb-system exec <svclb-guard pod on NODE> -- /svclb-guard list
 package guardcmd
