@@ -26,6 +26,18 @@
 //
 // A test that flips a phase waits until every node's /status shows the new phases.
 //
+// Metrics: svclb_svc_refused_total{reason,namespace,service} (reasons no-endpoints,
+// port-not-declared, no-service, and not-programmed for an NC on a known Service port the
+// proxy had no cluster for yet), svclb_snapshot_version, svclb_snapshot_resources,
+// svclb_clusters, svclb_endpoints, svclb_listeners, svclb_push_duration_seconds,
+// svclb_network_programming_duration_seconds (kube-proxy's buckets, from the EndpointSlice's
+// endpoints.kubernetes.io/last-change-trigger-time to the push), svclb_snapshot_rejected_total,
+// svclb_xds_nacks_total.
+//
+// Pushes: a change after a quiet period is pushed at once; changes within Config.Debounce of
+// a push are coalesced into the next one (kube-proxy's bounded-frequency runner). Each push
+// carries only what changed (per-resource delta over go-control-plane LinearCaches).
+//
 // Until its caches have synced and the first snapshot is built, the agent does not open the
 // xDS socket, so a restarted agent never hands the proxy an empty configuration; the proxy keeps
 // its last one. When the apiserver is unreachable the informers retry and the last snapshot

@@ -447,7 +447,7 @@ func (b *batch) validate() error {
 
 func (s *syncer) publishStatus(node translate.Node, p1, p2 bool, lst []ListenerStatus, listenersBuilt bool) {
 	old := s.status.Load()
-	st := &Status{Node: node.Name, Zone: node.Zone, Phase1: p1, Phase2: p2, SnapshotVersion: s.version, Listeners: old.Listeners}
+	st := &Status{Node: node.Name, Zone: node.Zone, Phase1: p1, Phase2: p2, SnapshotVersion: s.version, Listeners: old.Listeners, Range: []string{}}
 	if listenersBuilt {
 		st.Listeners = lst
 		if st.Listeners == nil {

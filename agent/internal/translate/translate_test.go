@@ -349,3 +349,19 @@ func TestValidateRejectsInvalid(t *testing.T) {
 		t.Error("listener with unresolvable typed config validated")
 	}
 }
+
+func TestCheckChanged(t *testing.T) {
+	cs, ls, _ := Service(service(), nil, thisNode)
+	s := Set{Clusters: map[string]*clusterv3.Cluster{cs[0].Name: cs[0]}, Loads: map[string]*endpointv3.ClusterLoadAssignment{}}
+	if err := CheckChanged(s, []string{cs[0].Name}, nil); err == nil {
+		t.Error("changed cluster without load assignment accepted")
+	}
+	if err := CheckChanged(s, nil, nil); err != nil {
+		t.Errorf("unchanged names are not checked: %v", err)
+	}
+	s.Loads[ls[0].ClusterName] = ls[0]
+	delete(s.Clusters, cs[0].Name)
+	if err := CheckChanged(s, []string{cs[0].Name}, nil); err == nil {
+		t.Error("deleted cluster whose load assignment stayed accepted")
+	}
+}
