@@ -31,7 +31,12 @@ for c in "${cmds[@]}"; do
     continue
   fi
   printf 'FROM scratch\nCOPY %s /%s\nENTRYPOINT ["/%s"]\n' "$c" "$c" "$c" >"$ctx/Dockerfile"
-  docker build -q -t "$image" "$ctx" >/dev/null
+  if ! out=$(docker build -q -t "$image" "$ctx" 2>&1); then
+    echo "$out" >&2
+    step "FAILED $image: docker build"
+    failed+=("$image")
+    continue
+  fi
   step "built $image"
   built+=("$image")
 done

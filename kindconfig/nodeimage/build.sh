@@ -65,42 +65,47 @@ inputs_hash() {
 
 # ---- 3. component images (docker layer cache makes warm builds cheap) ------
 component_images() {
-  local ctx=$WORK/ctx
+  # One small context per image (hard links, no copies): docker hashes and
+  # ships only what that image needs, so unchanged images are cheap cache hits.
+  local ctx=$WORK/ctx b
   rm -rf "$ctx" && mkdir -p "$ctx/rootdirs/tmp" "$ctx/rootdirs/etc"
   chmod 1777 "$ctx/rootdirs/tmp"
   printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n' >"$ctx/rootdirs/etc/passwd"
   printf 'root:x:0:\nnogroup:x:65534:\n' >"$ctx/rootdirs/etc/group"
-  cp "$HERE"/Dockerfile.* "$ctx/"
   for b in kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd coredns pause flanneld; do
-    cp "$BIN_DIR/$b" "$ctx/"
+    mkdir -p "$ctx/$b" && cp -a "$ctx/rootdirs" "$ctx/$b/"
+    ln -f "$BIN_DIR/$b" "$ctx/$b/$b" 2>/dev/null || cp "$BIN_DIR/$b" "$ctx/$b/$b"
   done
   local key
-  key=$(cat "$WORK/rootfs.key" | sha256sum | cut -c1-16)
+  key=$(sha256sum <"$WORK/rootfs.key" | cut -c1-16)
   if [ "$(docker image inspect -f '{{ index .Config.Labels "svclb.rootfs" }}' "$ROOTFS_IMAGE" 2>/dev/null)" != "$key" ]; then
     step "docker import $ROOTFS_IMAGE (base of kube-proxy and flannel: they need nft/iptables/sh)"
     tar_rootfs "$WORK/rootfs" | docker import -c "LABEL svclb.rootfs=$key" - "$ROOTFS_IMAGE" >/dev/null
   fi
   step "component images (registry.k8s.io names)"
-  local b
-  build() { docker build -q "$@" "$ctx" >/dev/null; }
+  # Quiet unless it fails (the legacy builder prints a deprecation notice each time).
+  build() { # build <binary> <dockerfile> <tag> [docker build args...]
+    local bin=$1 df=$2 tag=$3 out
+    shift 3
+    out=$(docker build -q -f "$HERE/$df" -t "$tag" "$@" "$ctx/$bin" 2>&1) || { echo "$out" >&2; die "docker build $tag failed"; }
+  }
   for b in kube-apiserver kube-controller-manager kube-scheduler; do
-    build -f "$ctx/Dockerfile.bin" --build-arg BIN=$b -t "registry.k8s.io/$b:$K8S_VERSION"
+    build $b Dockerfile.bin "registry.k8s.io/$b:$K8S_VERSION" --build-arg BIN=$b
   done
-  build -f "$ctx/Dockerfile.bin" --build-arg BIN=etcd -t "registry.k8s.io/etcd:$ETCD_TAG"
-  build -f "$ctx/Dockerfile.debian" --build-arg BASE="$ROOTFS_IMAGE" --build-arg BIN=kube-proxy -t "registry.k8s.io/kube-proxy:$K8S_VERSION"
-  build -f "$ctx/Dockerfile.debian" --build-arg BASE="$ROOTFS_IMAGE" --build-arg BIN=flanneld -t "svclb/flannel:$FLANNEL_VERSION"
-  build -f "$ctx/Dockerfile.coredns" -t "registry.k8s.io/coredns/coredns:$COREDNS_TAG"
+  build etcd Dockerfile.bin "registry.k8s.io/etcd:$ETCD_TAG" --build-arg BIN=etcd
+  build kube-proxy Dockerfile.debian "registry.k8s.io/kube-proxy:$K8S_VERSION" --build-arg BASE="$ROOTFS_IMAGE" --build-arg BIN=kube-proxy
+  build flanneld Dockerfile.debian "svclb/flannel:$FLANNEL_VERSION" --build-arg BASE="$ROOTFS_IMAGE" --build-arg BIN=flanneld
+  build coredns Dockerfile.coredns "registry.k8s.io/coredns/coredns:$COREDNS_TAG"
   local first="" t
   for t in $PAUSE_TAGS; do
-    if [ -z "$first" ]; then first=$t; build -f "$ctx/Dockerfile.pause" -t "registry.k8s.io/pause:$t"
+    if [ -z "$first" ]; then first=$t; build pause Dockerfile.pause "registry.k8s.io/pause:$t"
     else docker tag "registry.k8s.io/pause:$first" "registry.k8s.io/pause:$t"; fi
   done
+  rm -rf "$ctx"
   IMAGES="registry.k8s.io/kube-apiserver:$K8S_VERSION registry.k8s.io/kube-controller-manager:$K8S_VERSION"
   IMAGES+=" registry.k8s.io/kube-scheduler:$K8S_VERSION registry.k8s.io/kube-proxy:$K8S_VERSION"
   IMAGES+=" registry.k8s.io/etcd:$ETCD_TAG registry.k8s.io/coredns/coredns:$COREDNS_TAG svclb/flannel:$FLANNEL_VERSION"
   for t in $PAUSE_TAGS; do IMAGES+=" registry.k8s.io/pause:$t"; done
-  # shellcheck disable=SC2086
-  docker save $IMAGES -o "$WORK/node-images.tar"
 }
 
 # ---- 4. node rootfs: Debian + kind's base files + Kubernetes -------------
@@ -144,22 +149,35 @@ node_rootfs() {
 }
 
 # ---- 5. pre-load the images with a throwaway containerd on the host --------
+# The store is cached in $WORK/containerd, keyed by the images' IDs.
 preload() {
-  step "pre-load images into the node's containerd (k8s.io namespace)"
-  local R=$WORK/node C=$WORK/ctrd
-  rm -rf "$C" && mkdir -p "$C" "$R/var/lib/containerd"
-  printf 'version = 2\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n' >"$C/config.toml"
-  containerd -c "$C/config.toml" --root "$R/var/lib/containerd" --state "$C/state" --address "$C/c.sock" >"$C/log" 2>&1 &
-  local pid=$!
-  trap 'kill '"$pid"' 2>/dev/null || true' EXIT
-  for _ in $(seq 1 50); do [ -S "$C/c.sock" ] && break; sleep 0.2; done
-  ctr --address "$C/c.sock" -n k8s.io images import --label=io.cri-containerd.pinned=pinned \
-    --all-platforms --no-unpack --digests "$WORK/node-images.tar" >/dev/null
-  local n
-  n=$(ctr --address "$C/c.sock" -n k8s.io images ls -q | grep -vc '@sha256')
-  kill "$pid"; wait "$pid" 2>/dev/null || true
-  trap - EXIT
-  [ "$n" -ge 8 ] || die "expected at least 8 images in the node's containerd, found $n"
+  local key C=$WORK/ctrd store=$WORK/containerd
+  # shellcheck disable=SC2086
+  key=$(docker image inspect -f '{{.Id}}' $IMAGES | sha256sum | cut -c1-16) || die "component images missing"
+  if [ -d "$store" ] && [ "$(cat "$WORK/containerd.key" 2>/dev/null)" = "$key" ]; then
+    step "containerd image store is up to date ($key)"
+  else
+    step "pre-load images into the node's containerd (k8s.io namespace)"
+    rm -rf "$C" "$store" "$WORK/containerd.key" && mkdir -p "$C" "$store"
+    # shellcheck disable=SC2086
+    docker save $IMAGES -o "$C/images.tar"
+    printf 'version = 2\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n' >"$C/config.toml"
+    containerd -c "$C/config.toml" --root "$store" --state "$C/state" --address "$C/c.sock" >"$C/log" 2>&1 &
+    local pid=$!
+    trap 'kill '"$pid"' 2>/dev/null || true' EXIT
+    for _ in $(seq 1 50); do [ -S "$C/c.sock" ] && break; sleep 0.2; done
+    ctr --address "$C/c.sock" -n k8s.io images import --label=io.cri-containerd.pinned=pinned \
+      --all-platforms --no-unpack --digests "$C/images.tar" >/dev/null
+    local n
+    n=$(ctr --address "$C/c.sock" -n k8s.io images ls -q | grep -vc '@sha256')
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+    trap - EXIT
+    rm -rf "$C"
+    [ "$n" -ge 8 ] || die "expected at least 8 images in the node's containerd, found $n"
+    echo "$key" >"$WORK/containerd.key"
+  fi
+  rm -rf "$WORK/node/var/lib/containerd" && mkdir -p "$WORK/node/var/lib"
+  cp -a "$store" "$WORK/node/var/lib/containerd"
 }
 
 rootfs
@@ -172,7 +190,10 @@ component_images
 node_rootfs
 preload
 step "docker import $IMAGE"
-tar_rootfs "$WORK/node" | docker import -c 'ENV container=docker' -c 'STOPSIGNAL SIGRTMIN+3' \
-  -c "LABEL svclb.inputs=$HASH" -c 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' - "$IMAGE" >/dev/null
-rm -rf "$WORK/node" "$WORK/ctrd" "$WORK/ctx" "$WORK/node-images.tar"
+# docker import cannot set STOPSIGNAL: import a flat rootfs image, then add it.
+tar_rootfs "$WORK/node" | docker import -c 'ENV container=docker' \
+  -c 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' - "$IMAGE-rootfs" >/dev/null
+printf 'FROM %s\nSTOPSIGNAL SIGRTMIN+3\nLABEL svclb.inputs=%s\n' "$IMAGE-rootfs" "$HASH" |
+  docker build -q -t "$IMAGE" - >/dev/null 2>&1 || die "docker build $IMAGE failed"
+rm -rf "$WORK/node"
 step "done: $IMAGE (inputs $HASH)"
