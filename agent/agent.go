@@ -45,6 +45,7 @@ var everything = labels.Everything()
 type Config struct {
 	NodeName      string         // required: the node this agent serves
 	Kubeconfig    string         // empty: in-cluster
+	RestConfig    *rest.Config   // when set, used instead of Kubeconfig
 	XDSSocket     string         // default /run/svclb/xds.sock
 	HTTPAddr      string         // default :9750
 	NetnsDir      string         // default /var/run/netns
@@ -83,9 +84,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	log := cfg.Logger
-	restCfg, err := restConfig(cfg.Kubeconfig)
-	if err != nil {
-		return err
+	restCfg := cfg.RestConfig
+	if restCfg == nil {
+		var err error
+		if restCfg, err = restConfig(cfg.Kubeconfig); err != nil {
+			return err
+		}
 	}
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
