@@ -1,15 +1,21 @@
 package agent
 
 import (
+	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
@@ -52,9 +58,10 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "run", "xds.sock")
 	done := make(chan error, 1)
+	logs := &lockedBuffer{}
 	go func() {
 		done <- Run(ctx, Config{NodeName: "node-a", RestConfig: rc, XDSSocket: sock, HTTPAddr: "127.0.0.1:0",
-			NetnsDir: dir, Phase1: false, Debounce: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			NetnsDir: dir, Phase1: false, Debounce: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	}()
 	for {
 		if _, err := os.Stat(sock); err == nil {
@@ -119,8 +126,61 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	for !have[want] {
 		recv()
 	}
+	// EDS: the slice's two ready endpoints, this node's zone unknown to the slice: one band.
+	if err := st.Send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: []string{want}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r := recv()
+		if r.TypeUrl != resource.EndpointType {
+			continue
+		}
+		cla := &endpointv3.ClusterLoadAssignment{}
+		if err := r.Resources[0].Resource.UnmarshalTo(cla); err != nil {
+			t.Fatal(err)
+		}
+		if len(cla.Endpoints) != 1 || len(cla.Endpoints[0].LbEndpoints) != 2 {
+			t.Fatalf("load assignment %v", cla)
+		}
+		break
+	}
+	// Refusals are classified by the real index: an undeclared port of the Service's VIP.
+	als, err := accesslogv3.NewAccessLogServiceClient(conn).StreamAccessLogs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = als.Send(&accesslogv3.StreamAccessLogsMessage{LogEntries: &accesslogv3.StreamAccessLogsMessage_TcpLogs{
+		TcpLogs: &accesslogv3.StreamAccessLogsMessage_TCPAccessLogEntries{LogEntry: []*accesslogdatav3.TCPAccessLogEntry{{
+			CommonProperties: &accesslogdatav3.AccessLogCommon{
+				DownstreamLocalAddress: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+					Address: svc.Spec.ClusterIP, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 81}}}},
+				ResponseFlags: &accesslogdatav3.ResponseFlags{NoClusterFound: true},
+			}}}}}})
+	if _, err := als.CloseAndRecv(); err != nil {
+		t.Fatal(err)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("agent: %v", err)
 	}
+	if l := logs.String(); !strings.Contains(l, `msg="connection refused" reason=port-not-declared namespace=default service=web`) {
+		t.Errorf("no refusal log line naming the Service:\n%s", l)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
