@@ -203,7 +203,7 @@ func Run(ctx context.Context, cfg Config) error {
 	ready.Store(true)
 	log.Info("serving xDS and ALS", "socket", cfg.XDSSocket, "http", cfg.HTTPAddr)
 
-	go s.loop(ctx, idx, cfg.Debounce)
+	go s.loop(ctx, idx.Changed, cfg.Debounce)
 	select {
 	case <-ctx.Done():
 		return nil
@@ -215,14 +215,14 @@ func Run(ctx context.Context, cfg Config) error {
 // loop rebuilds like kube-proxy's bounded-frequency runner: a change after a quiet period is
 // pushed at once (no added latency), and what arrives within debounce of a push is coalesced
 // into the next one, so a burst costs at most one push per interval.
-func (s *syncer) loop(ctx context.Context, idx *svcindex.Index, debounce time.Duration) {
-	changed := idx.Changed()
+func (s *syncer) loop(ctx context.Context, rangeChanged func() <-chan struct{}, debounce time.Duration) {
+	changed := rangeChanged()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
-			changed = idx.Changed() // the range may have moved: listeners carry it
+			changed = rangeChanged() // the range may have moved: listeners carry it
 			s.listenersChanged()
 			continue
 		case <-s.kick:

@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -286,5 +288,41 @@ func TestPhasesOf(t *testing.T) {
 		if p1 != tc.want1 || p2 != tc.want2 {
 			t.Errorf("%v: got %v,%v want %v,%v", tc.data, p1, p2, tc.want1, tc.want2)
 		}
+	}
+}
+
+// TestLoopCoalescesBursts: a burst of changes to 200 Services costs at most two pushes (the
+// first change at once, the rest together after the debounce), and nothing is lost.
+func TestLoopCoalescesBursts(t *testing.T) {
+	f := newFixture(t)
+	f.sync(t)
+	before := len(f.pub.updates)
+	var objs []*corev1.Service
+	for i := range 200 {
+		svc := svcObj(fmt.Sprintf("svc-%d", i), fmt.Sprintf("10.96.1.%d", i+1))
+		_ = f.services.Add(svc)
+		objs = append(objs, svc)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	never := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.s.loop(ctx, func() <-chan struct{} { return never }, 100*time.Millisecond)
+	}()
+	for _, svc := range objs {
+		f.s.serviceChanged(svc)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for f.s.status.Load().Clusters != 201 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if got := f.s.status.Load().Clusters; got != 201 {
+		t.Fatalf("%d clusters published, want 201", got)
+	}
+	if pushes := len(f.pub.updates) - before; pushes < 1 || pushes > 2 {
+		t.Errorf("a burst of 200 changes made %d pushes, want 1 or 2", pushes)
 	}
 }
