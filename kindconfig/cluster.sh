@@ -48,6 +48,7 @@ summary() {
 }
 
 up() {
+  docker info >/dev/null 2>&1 || die "no docker engine (on these VMs: bash /work/shared/env/start-dockerd.sh)"
   mkdir -p "$(dirname "$KUBECONFIG_OUT")"
   if exists; then
     step "reusing kind cluster '$CLUSTER'"
