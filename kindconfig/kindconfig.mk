@@ -2,6 +2,7 @@
 # suite's kind cluster and the project's images. Included by the root Makefile
 # (which defines REPO, OUT and GO). See kindconfig/README.md.
 
+# K8S_VERSION stamps the binaries; it must match k8s.io/kubernetes in k8sbuild/go.mod.
 K8S_VERSION      ?= v1.34.4
 ETCD_VERSION     ?= v3.6.5
 COREDNS_VERSION  ?= v1.12.1
