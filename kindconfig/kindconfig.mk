@@ -41,13 +41,14 @@ KC_K8S_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-
 kc_timed = { s=$$(date +%s); if $(2); then echo "[$(1)] built in $$(( $$(date +%s) - s ))s"; \
 	else echo "[$(1)] FAILED after $$(( $$(date +%s) - s ))s" >&2; exit 1; fi; }
 
-KC_TEST_BINS := $(addprefix $(KC_BIN)/,kube-apiserver etcd kubectl)
+# kube-proxy: pkg/kubeproxyguard runs a real kube-proxy against envtest in a netns.
+KC_TEST_BINS := $(addprefix $(KC_BIN)/,kube-apiserver etcd kubectl kube-proxy)
 KC_ALL_BINS  := $(addprefix $(KC_BIN)/,$(KC_K8S_CMDS) etcd coredns pause flanneld) $(addprefix $(KC_BIN)/cni/,$(KC_CNI))
 
 ##@ Kubernetes binaries and the kind cluster (kindconfig/)
 
 .PHONY: k8s-test-bins
-k8s-test-bins: $(KC_TEST_BINS) ## kube-apiserver, etcd, kubectl into _output/bin (envtest); cached, cold ≈15 min
+k8s-test-bins: $(KC_TEST_BINS) ## kube-apiserver, etcd, kubectl, kube-proxy into _output/bin (envtest, guard test); cached, cold ≈15 min
 .PHONY: k8s-bins
 k8s-bins: $(KC_ALL_BINS) ## All Kubernetes binaries (K8S_VERSION=v1.34.4) + etcd, CoreDNS, pause, flanneld, CNI plugins into _output/bin
 
