@@ -2,9 +2,9 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -61,10 +61,13 @@ func dialFromEveryClient(ctx context.Context, run *evidence.Run, to string, o di
 			}
 		}
 	}
+	if len(seen) == 0 {
+		return ""
+	}
 	var ps []string
 	for p := range seen {
 		ps = append(ps, p)
 	}
 	sort.Strings(ps)
-	return fmt.Sprint(ps)
+	return strings.Join(ps, ", ")
 }
