@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -19,8 +20,8 @@ const (
 	kubeProxyMetrics    = 10249
 )
 
-// histograms sums a histogram over every agent, and kube-proxy's over every
-// kube-proxy pod (hostNetwork :10249, read through the pod proxy).
+// programmingHistograms sums the agent's histogram over every agent, and
+// kube-proxy's over every node.
 func programmingHistograms(ctx context.Context) (agent, kp kube.Histogram, err error) {
 	ms, err := agentScrape(ctx)
 	if err != nil {
@@ -29,18 +30,22 @@ func programmingHistograms(ctx context.Context) (agent, kp kube.Histogram, err e
 	for _, m := range ms {
 		agent = addHist(agent, m.Histogram(agentProgMetric, nil))
 	}
-	pods, err := suite.cluster.CS.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy"})
-	if err != nil {
-		return agent, kp, fmt.Errorf("list kube-proxy pods: %w", err)
-	}
-	for _, p := range pods.Items {
-		b, err := suite.cluster.PodGet(ctx, "kube-system", p.Name, kubeProxyMetrics, "/metrics")
+	// kube-proxy serves metrics on 127.0.0.1:10249 of each node (kubeadm's
+	// default), out of the apiserver proxy's reach: read it on the node, with
+	// bash's /dev/tcp because the node image has no curl.
+	for _, n := range suite.nodes {
+		out, err := suite.cluster.NodeExec(ctx, n.Name, "bash", "-c",
+			fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d; printf 'GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3; cat <&3`, kubeProxyMetrics))
 		if err != nil {
-			return agent, kp, err
+			return agent, kp, fmt.Errorf("kube-proxy metrics on %s: %w", n.Name, err)
 		}
-		m, err := kube.ParseMetrics(b)
+		_, body, ok := strings.Cut(out, "\r\n\r\n")
+		if !ok {
+			return agent, kp, fmt.Errorf("kube-proxy metrics on %s: no HTTP body in %q", n.Name, truncate(out, 200))
+		}
+		m, err := kube.ParseMetrics([]byte(body))
 		if err != nil {
-			return agent, kp, fmt.Errorf("kube-proxy %s: %w", p.Name, err)
+			return agent, kp, fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
 		}
 		kp = addHist(kp, m.Histogram(kubeProxyProgMetric, nil))
 	}
