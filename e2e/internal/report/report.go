@@ -137,6 +137,8 @@ func runCell(r *evidence.Run) string {
 	}
 	mark := "✗"
 	switch {
+	case r.Mode == evidence.Red && r.MetRed && r.MetGreen:
+		mark = "✓ unchanged (control leg)"
 	case r.Mode == evidence.Red && r.MetRed && !r.MetGreen:
 		mark = "✓ red"
 	case r.Mode == evidence.Green && r.MetGreen:
