@@ -48,16 +48,5 @@ func meshed(p *corev1.Pod) *corev1.Pod {
 	if err != nil {
 		panic(fmt.Sprintf("mesh %s: %v", p.Name, err))
 	}
-	// Workaround: svclb-capture without -netns still setns()es into its own
-	// namespace (fixtures/capture openNS("") returns netns.Get(), then
-	// netlink.NewHandleAt), which needs CAP_SYS_ADMIN; Mesh grants only
-	// NET_ADMIN, so the init container fails with EPERM. Remove once capture
-	// uses netns.None() for its own namespace.
-	for i := range m.Spec.InitContainers {
-		c := &m.Spec.InitContainers[i]
-		if c.Name == manifests.CaptureInit && c.SecurityContext != nil && c.SecurityContext.Capabilities != nil {
-			c.SecurityContext.Capabilities.Add = append(c.SecurityContext.Capabilities.Add, "SYS_ADMIN")
-		}
-	}
 	return m
 }
