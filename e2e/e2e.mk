@@ -7,8 +7,8 @@
 LEGS         ?=
 PROXY        ?=
 KEEP_CLUSTER ?=
-# The image fixtures/envoy pins (envoy.Image).
-ENVOY_IMAGE  ?= envoyproxy/envoy:v1.39.1
+# The image fixtures/envoy pins (envoy.Image): read from that one place, never repeated here.
+ENVOY_IMAGE  ?= $(shell sed -n 's/^const Image = "\(.*\)"$$/\1/p' $(REPO)/fixtures/envoy/envoy.go)
 E2E_ARTIFACTS ?= $(REPO)/_artifacts
 E2E_TIMEOUT  ?= 45m
 
