@@ -58,8 +58,8 @@ type fakeIndex struct {
 }
 
 func (f *fakeIndex) Range() ([]netip.Prefix, bool) { return f.p, f.known }
-func (f *fakeIndex) Version() uint64                { return f.version.Load() }
-func (f *fakeIndex) bump()                          { f.version.Add(1) }
+func (f *fakeIndex) Version() uint64               { return f.version.Load() }
+func (f *fakeIndex) bump()                         { f.version.Add(1) }
 
 func (f *fakeIndex) Lookup(dst netip.AddrPort) svcindex.Result {
 	if !f.known || !slices.ContainsFunc(f.p, func(p netip.Prefix) bool { return p.Contains(dst.Addr()) }) {
