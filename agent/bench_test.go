@@ -90,6 +90,21 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// serveXDS serves srv on a fresh unix socket until the test ends and returns the socket.
+func serveXDS(tb testing.TB, srv *xdsserver.Server) string {
+	tb.Helper()
+	sock := filepath.Join(tb.TempDir(), "xds.sock")
+	ln, err := xdsserver.Listen(sock)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g := grpc.NewServer()
+	srv.Register(g)
+	go func() { _ = g.Serve(ln) }()
+	tb.Cleanup(g.Stop)
+	return sock
+}
+
 type nopIndex struct{}
 
 func (nopIndex) Lookup(netip.AddrPort) svcindex.Result { return svcindex.Result{} }
@@ -108,15 +123,7 @@ func BenchmarkIncrementalPush(b *testing.B) {
 	eps := populate(f)
 	f.sync(b)
 
-	sock := filepath.Join(b.TempDir(), "xds.sock")
-	ln, err := xdsserver.Listen(sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	g := grpc.NewServer()
-	srv.Register(g)
-	go func() { _ = g.Serve(ln) }()
-	defer g.Stop()
+	sock := serveXDS(b, srv)
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// The first EDS response at 10k Services is ~4.5 MB, over gRPC's 4 MiB default.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -196,6 +197,16 @@ func TestOnDemandSyncer(t *testing.T) {
 	if err := translate.CheckReferences(f.s.set); err != nil {
 		t.Fatalf("on-demand set fails the cross-reference check: %v", err)
 	}
+	// The /status document names them as the contract does.
+	rec := httptest.NewRecorder()
+	f.s.handler(f.reg, func() bool { return true }).ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
+	var doc map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["cds"] != "on-demand" || doc["demanded"] != 1.0 || doc["pending"] != 3.0 {
+		t.Fatalf("/status cds=%v demanded=%v pending=%v, want on-demand 1 3", doc["cds"], doc["demanded"], doc["pending"])
+	}
 }
 
 // TestProactiveUnchangedByDemand: in proactive mode a request changes nothing published.
@@ -308,20 +319,10 @@ func TestOnDemandOverADS(t *testing.T) {
 	}
 	srv.SetDemandHandler(f.s)
 	f.s.pub = srv
-	web, other, third := svcObj("web", "10.96.0.10"), svcObj("other", "10.96.0.11"), svcObj("third", "10.96.0.12")
-	for _, s := range []*corev1.Service{web, other, third} {
-		_ = f.services.Add(s)
-	}
+	_ = f.services.Add(svcObj("web", "10.96.0.10"))
+	_ = f.services.Add(svcObj("other", "10.96.0.11"))
 	f.sync(t)
-	sock := filepath.Join(t.TempDir(), "xds.sock")
-	ln, err := xdsserver.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	srv.Register(g)
-	go func() { _ = g.Serve(ln) }()
-	defer g.Stop()
+	sock := serveXDS(t, srv)
 	never := make(chan struct{})
 	loopDone := make(chan struct{})
 	go func() {

@@ -24,17 +24,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/aether-mesh/svclb/internal/testenv"
 )
 
-// TestRunAgainstAPIServer runs the whole agent against a real kube-apiserver: the first
-// snapshot carries the Service's cluster, and a Phase 1 flip in the ConfigMap withdraws it
-// on the running agent.
-func TestRunAgainstAPIServer(t *testing.T) {
+// startAPIServer starts a kube-apiserver with namespace svclb-system; must fails the test on
+// an error.
+func startAPIServer(t *testing.T) (*rest.Config, kubernetes.Interface, context.Context, func(any, error)) {
+	t.Helper()
 	rc := testenv.Start(t, testenv.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	c := kubernetes.NewForConfigOrDie(rc)
 	must := func(_ any, err error) {
 		t.Helper()
@@ -43,6 +44,16 @@ func TestRunAgainstAPIServer(t *testing.T) {
 		}
 	}
 	must(c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapNamespace}}, metav1.CreateOptions{}))
+	return rc, c, ctx, must
+}
+
+// TestRunAgainstAPIServer runs the whole agent against a real kube-apiserver: the first
+// snapshot carries the Service's cluster, and a Phase 1 flip in the ConfigMap withdraws it
+// on the running agent.
+func TestRunAgainstAPIServer(t *testing.T) {
+	rc, c, ctx, must := startAPIServer(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	must(c.CoreV1().ConfigMaps(ConfigMapNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName},
 		Data: map[string]string{"phase1": "true", "phase2": "true"}}, metav1.CreateOptions{}))
 	must(c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{zoneLabel: "zone-a"}}}, metav1.CreateOptions{}))
@@ -190,17 +201,7 @@ func (l *lockedBuffer) String() string {
 // named request publishes one cluster, ConfigMap key cds flips the running agent to proactive
 // and back, and a restarted agent serves the demanded cluster in its first snapshot.
 func TestRunOnDemand(t *testing.T) {
-	rc := testenv.Start(t, testenv.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c := kubernetes.NewForConfigOrDie(rc)
-	must := func(_ any, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapNamespace}}, metav1.CreateOptions{}))
+	rc, c, ctx, must := startAPIServer(t)
 	cm, err := c.CoreV1().ConfigMaps(ConfigMapNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName},
 		Data: map[string]string{"phase1": "true"}}, metav1.CreateOptions{})
 	if err != nil {

@@ -88,6 +88,27 @@ func cla(name string, ips ...string) *endpointv3.ClusterLoadAssignment {
 
 type adsStream = grpc.BidiStreamingClient[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]
 
+// openADS opens a delta ADS stream; its responses arrive on the channel, closed with the stream.
+func openADS(t *testing.T, ctx context.Context, conn *grpc.ClientConn) (adsStream, <-chan *discoverygrpc.DeltaDiscoveryResponse) {
+	t.Helper()
+	st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan *discoverygrpc.DeltaDiscoveryResponse, 16)
+	go func() {
+		defer close(ch)
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				return
+			}
+			ch <- r
+		}
+	}()
+	return st, ch
+}
+
 // recv reads responses until one of typeURL arrives, ACKing it; nil after timeout.
 func recv(t *testing.T, st adsStream, ch <-chan *discoverygrpc.DeltaDiscoveryResponse, typeURL string, timeout time.Duration) *discoverygrpc.DeltaDiscoveryResponse {
 	t.Helper()
@@ -134,19 +155,7 @@ func TestDeltaADSSubscribeUnsubscribe(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-	must(err)
-	ch := make(chan *discoverygrpc.DeltaDiscoveryResponse, 16)
-	go func() {
-		defer close(ch)
-		for {
-			r, err := st.Recv()
-			if err != nil {
-				return
-			}
-			ch <- r
-		}
-	}()
+	st, ch := openADS(t, ctx, conn)
 	node := &corev3.Node{Id: "svclb-node~node-a", Cluster: "svclb"}
 	// CDS wildcard: everything published.
 	must(st.Send(&discoverygrpc.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType}))
@@ -281,21 +290,7 @@ func TestClusterDemand(t *testing.T) {
 	s.SetDemandHandler(d)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch := make(chan *discoverygrpc.DeltaDiscoveryResponse, 16)
-	go func() {
-		defer close(ch)
-		for {
-			r, err := st.Recv()
-			if err != nil {
-				return
-			}
-			ch <- r
-		}
-	}()
+	st, ch := openADS(t, ctx, conn)
 	send := func(r *discoverygrpc.DeltaDiscoveryRequest) {
 		t.Helper()
 		if err := st.Send(r); err != nil {
