@@ -208,6 +208,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if !cache.WaitForCacheSync(ctx.Done(), idx.HasSynced, sliceInf.HasSynced, podInf.HasSynced, nodeInf.HasSynced, cmInf.HasSynced) {
 		return ctx.Err()
 	}
+	// The informers' handlers may still be delivering the initial list: read the ConfigMap and
+	// the Node from the synced stores, so the first snapshot already has their phases, CDS mode
+	// and zone (the handlers then find nothing changed).
+	if o, ok, _ := cmInf.GetStore().GetByKey(ConfigMapNamespace + "/" + ConfigMapName); ok {
+		settings(o)
+	}
+	if o, ok, _ := nodeInf.GetStore().GetByKey(cfg.NodeName); ok {
+		node(o)
+	}
 	// Restored names are re-classified against the synced index and published in the first
 	// snapshot, so a restarted agent or proxy does not make every first connection wait.
 	s.restoreDemand()

@@ -197,13 +197,14 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestRunOnDemand runs the whole agent in on-demand mode against a real kube-apiserver: a
-// named request publishes one cluster, ConfigMap key cds flips the running agent to proactive
-// and back, and a restarted agent serves the demanded cluster in its first snapshot.
+// TestRunOnDemand runs the whole agent in on-demand mode against a real kube-apiserver: the
+// ConfigMap's cds (over the --cds default) shapes the first snapshot, a named request publishes
+// one cluster, cds flips the running agent to proactive and back, and a restarted agent serves
+// the demanded cluster in its first snapshot.
 func TestRunOnDemand(t *testing.T) {
 	rc, c, ctx, must := startAPIServer(t)
 	cm, err := c.CoreV1().ConfigMaps(ConfigMapNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName},
-		Data: map[string]string{"phase1": "true"}}, metav1.CreateOptions{})
+		Data: map[string]string{"phase1": "true", "cds": "on-demand"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func TestRunOnDemand(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			done <- Run(runCtx, Config{NodeName: "node-a", RestConfig: rc, XDSSocket: sock, HTTPAddr: "127.0.0.1:0", NetnsDir: dir,
-				Phase1: true, CDSMode: CDSOnDemand, DemandFile: file, Debounce: 10 * time.Millisecond,
+				Phase1: true, CDSMode: CDSProactive, DemandFile: file, Debounce: 10 * time.Millisecond,
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		}()
 		eventually(t, "the xDS socket", func() bool { _, err := os.Stat(sock); return err == nil })
@@ -235,7 +236,7 @@ func TestRunOnDemand(t *testing.T) {
 	}
 	stop, done, cl := start()
 	if len(cl.have) != 1 {
-		t.Fatalf("on demand, nothing asked: %v", keys(cl.have))
+		t.Fatalf("first snapshot, on demand (ConfigMap), nothing asked: %v", keys(cl.have))
 	}
 	cl.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{"*", name["web"]}})
 	cl.pump("web's cluster", 10*time.Second, func() bool { return cl.have[name["web"]] })
