@@ -53,8 +53,14 @@ func (f fakeNetns) Find(ip netip.Addr) (string, error) {
 type fakeIndex struct {
 	p        []netip.Prefix
 	known    bool
-	services cache.Store
+	services cache.Indexer // with byClusterIP
 	version  atomic.Uint64
+}
+
+const byClusterIP = "clusterIP"
+
+func clusterIPIndex(o any) ([]string, error) {
+	return []string{o.(*corev1.Service).Spec.ClusterIP}, nil
 }
 
 func (f *fakeIndex) Range() ([]netip.Prefix, bool) { return f.p, f.known }
@@ -65,11 +71,9 @@ func (f *fakeIndex) Lookup(dst netip.AddrPort) svcindex.Result {
 	if !f.known || !slices.ContainsFunc(f.p, func(p netip.Prefix) bool { return p.Contains(dst.Addr()) }) {
 		return svcindex.Result{Class: svcindex.External}
 	}
-	for _, o := range f.services.List() {
+	objs, _ := f.services.ByIndex(byClusterIP, dst.Addr().String())
+	for _, o := range objs {
 		svc := o.(*corev1.Service)
-		if svc.Spec.ClusterIP != dst.Addr().String() {
-			continue
-		}
 		key := k8stypes.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 		for _, p := range svc.Spec.Ports {
 			if p.Port == int32(dst.Port()) {
@@ -96,7 +100,7 @@ func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{
 		pub:      &recorder{},
-		services: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		services: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byClusterIP: clusterIPIndex}),
 		slices:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byServiceIndex: sliceIndex}),
 		pods:     cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 		reg:      prometheus.NewRegistry(),
