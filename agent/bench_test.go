@@ -90,6 +90,21 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// serveXDS serves srv on a fresh unix socket until the test ends and returns the socket.
+func serveXDS(tb testing.TB, srv *xdsserver.Server) string {
+	tb.Helper()
+	sock := filepath.Join(tb.TempDir(), "xds.sock")
+	ln, err := xdsserver.Listen(sock)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g := grpc.NewServer()
+	srv.Register(g)
+	go func() { _ = g.Serve(ln) }()
+	tb.Cleanup(g.Stop)
+	return sock
+}
+
 type nopIndex struct{}
 
 func (nopIndex) Lookup(netip.AddrPort) svcindex.Result { return svcindex.Result{} }
@@ -108,15 +123,7 @@ func BenchmarkIncrementalPush(b *testing.B) {
 	eps := populate(f)
 	f.sync(b)
 
-	sock := filepath.Join(b.TempDir(), "xds.sock")
-	ln, err := xdsserver.Listen(sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	g := grpc.NewServer()
-	srv.Register(g)
-	go func() { _ = g.Serve(ln) }()
-	defer g.Stop()
+	sock := serveXDS(b, srv)
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// The first EDS response at 10k Services is ~4.5 MB, over gRPC's 4 MiB default.
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
@@ -176,4 +183,41 @@ func BenchmarkIncrementalPush(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkOnDemandScan: at 10k Services in on-demand mode, one request naming every address
+// of the /16 Service range (a port scan through the proxy). The snapshot stays bounded by
+// --on-demand-max; the rest is refused and counted. Reported: the sync that classifies the scan
+// and publishes what was admitted.
+func BenchmarkOnDemandScan(b *testing.B) {
+	f := newFixture(b)
+	populate(f)
+	const max = 1000
+	var scan []string
+	for i := range 1 << 16 {
+		scan = append(scan, fmt.Sprintf("svc:10.96.%d.%d:80", i>>8, i&0xff))
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for b.Loop() {
+		b.StopTimer()
+		reg := prometheus.NewRegistry()
+		m, err := newMetrics(reg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.s = newSyncer(log, &recorder{}, f.s.services, f.slices, f.pods, f.s.netns, f.rng, m, translate.Node{Name: "node-a"}, true, true)
+		f.s.configureDemand(CDSOnDemand, max, "")
+		f.sync(b)
+		f.s.ClusterDemand(scan, nil)
+		b.StartTimer()
+		f.sync(b)
+		b.StopTimer()
+		if st := f.s.status.Load(); st.Clusters != max+1 || st.Demanded != max || st.Pending != maxPending {
+			b.Fatalf("after the scan: %d clusters, %d demanded, %d pending", st.Clusters, st.Demanded, st.Pending)
+		}
+		if got := metricValue(b, reg, "svclb_ondemand_refused_total", "reason", "over-cap"); got != benchServices-max {
+			b.Fatalf("over-cap refusals %v, want %d", got, benchServices-max)
+		}
+		b.StartTimer()
+	}
 }

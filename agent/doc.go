@@ -11,6 +11,15 @@
 // returns to the defaults).
 // A flip re-renders the listeners in place: nothing is recreated.
 //
+// CDS mode: proactive (default) publishes a svc: cluster for every known Service port;
+// on-demand publishes only the names the node proxy asks for on its delta CDS subscription
+// (tcp_proxy on_demand over ADS), each classified with the Service index and admitted only if
+// it is a known Service port, up to Config.OnDemandMax. Config.CDSMode is the default until
+// the ConfigMap key "cds" ("proactive" or "on-demand") says otherwise. Refused names wait,
+// bounded, and are admitted once their Service appears. The admitted names persist in
+// Config.DemandFile and are restored before the first snapshot. docs/architecture.md,
+// "On-demand CDS mode", is the contract.
+//
 // HTTP (Config.HTTPAddr, :9750): /metrics (Prometheus), /healthz (200 once the first
 // snapshot is published, 503 before), and /status, a JSON document:
 //
@@ -21,7 +30,9 @@
 //	  "clusters": 42, "endpoints": 97,     // clusters incl. passthrough_original_dst
 //	  "listeners": [{"pod": "client", "namespace": "default",
 //	                 "netns": "/var/run/netns/cni-…", "name": "capture~default~client"}],
-//	  "rangeKnown": true, "range": ["10.96.0.0/16"]
+//	  "rangeKnown": true, "range": ["10.96.0.0/16"],
+//	  "cds": "on-demand",                  // the CDS mode of the published snapshot
+//	  "demanded": 3, "pending": 0          // admitted on-demand names; refused names remembered
 //	}
 //
 // A test that flips a phase waits until every node's /status shows the new phases.
@@ -32,7 +43,9 @@
 // svclb_clusters, svclb_endpoints, svclb_listeners, svclb_push_duration_seconds,
 // svclb_network_programming_duration_seconds (kube-proxy's buckets, from the EndpointSlice's
 // endpoints.kubernetes.io/last-change-trigger-time to the push), svclb_snapshot_rejected_total,
-// svclb_xds_nacks_total.
+// svclb_xds_nacks_total, svclb_ondemand_admitted_total, svclb_ondemand_refused_total{reason}
+// (malformed, external, no-service, port-not-declared, over-cap),
+// svclb_ondemand_pending_evicted_total, svclb_ondemand_demanded, svclb_ondemand_pending.
 //
 // Pushes: a change after a quiet period is pushed at once; changes within Config.Debounce of
 // a push are coalesced into the next one (kube-proxy's bounded-frequency runner). Each push

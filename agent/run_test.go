@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,17 +24,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/aether-mesh/svclb/internal/testenv"
 )
 
-// TestRunAgainstAPIServer runs the whole agent against a real kube-apiserver: the first
-// snapshot carries the Service's cluster, and a Phase 1 flip in the ConfigMap withdraws it
-// on the running agent.
-func TestRunAgainstAPIServer(t *testing.T) {
+// startAPIServer starts a kube-apiserver with namespace svclb-system; must fails the test on
+// an error.
+func startAPIServer(t *testing.T) (*rest.Config, kubernetes.Interface, context.Context, func(any, error)) {
+	t.Helper()
 	rc := testenv.Start(t, testenv.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	c := kubernetes.NewForConfigOrDie(rc)
 	must := func(_ any, err error) {
 		t.Helper()
@@ -42,6 +44,16 @@ func TestRunAgainstAPIServer(t *testing.T) {
 		}
 	}
 	must(c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapNamespace}}, metav1.CreateOptions{}))
+	return rc, c, ctx, must
+}
+
+// TestRunAgainstAPIServer runs the whole agent against a real kube-apiserver: the first
+// snapshot carries the Service's cluster, and a Phase 1 flip in the ConfigMap withdraws it
+// on the running agent.
+func TestRunAgainstAPIServer(t *testing.T) {
+	rc, c, ctx, must := startAPIServer(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	must(c.CoreV1().ConfigMaps(ConfigMapNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName},
 		Data: map[string]string{"phase1": "true", "phase2": "true"}}, metav1.CreateOptions{}))
 	must(c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{zoneLabel: "zone-a"}}}, metav1.CreateOptions{}))
@@ -183,4 +195,72 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestRunOnDemand runs the whole agent in on-demand mode against a real kube-apiserver: the
+// ConfigMap's cds (over the --cds default) shapes the first snapshot, a named request publishes
+// one cluster, cds flips the running agent to proactive and back, and a restarted agent serves
+// the demanded cluster in its first snapshot.
+func TestRunOnDemand(t *testing.T) {
+	rc, c, ctx, must := startAPIServer(t)
+	cm, err := c.CoreV1().ConfigMaps(ConfigMapNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName},
+		Data: map[string]string{"phase1": "true", "cds": "on-demand"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := map[string]string{}
+	for _, n := range []string{"web", "other"} {
+		svc, err := c.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: n},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name[n] = "svc:" + svc.Spec.ClusterIP + ":80"
+	}
+	dir := t.TempDir()
+	sock, file := filepath.Join(dir, "run", "xds.sock"), filepath.Join(dir, "lib", "demand.json")
+	start := func() (context.CancelFunc, chan error, *cdsClient) {
+		runCtx, stop := context.WithCancel(ctx)
+		_ = os.Remove(sock)
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(runCtx, Config{NodeName: "node-a", RestConfig: rc, XDSSocket: sock, HTTPAddr: "127.0.0.1:0", NetnsDir: dir,
+				Phase1: true, CDSMode: CDSProactive, DemandFile: file, Debounce: 10 * time.Millisecond,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		}()
+		eventually(t, "the xDS socket", func() bool { _, err := os.Stat(sock); return err == nil })
+		cl := dialCDS(t, runCtx, sock)
+		cl.send(&discoverygrpc.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "svclb-node~node-a"}, TypeUrl: resource.ClusterType})
+		cl.pump("the first CDS response", 10*time.Second, func() bool { return cl.have["passthrough_original_dst"] })
+		return stop, done, cl
+	}
+	stop, done, cl := start()
+	if len(cl.have) != 1 {
+		t.Fatalf("first snapshot, on demand (ConfigMap), nothing asked: %v", keys(cl.have))
+	}
+	cl.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{"*", name["web"]}})
+	cl.pump("web's cluster", 10*time.Second, func() bool { return cl.have[name["web"]] })
+
+	cm.Data["cds"] = "proactive"
+	if cm, err = c.CoreV1().ConfigMaps(ConfigMapNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cl.pump("every cluster (proactive)", 10*time.Second, func() bool { return cl.have[name["other"]] })
+	cm.Data["cds"] = "on-demand"
+	must(c.CoreV1().ConfigMaps(ConfigMapNamespace).Update(ctx, cm, metav1.UpdateOptions{}))
+	cl.pump("other's cluster withdrawn", 10*time.Second, func() bool { return !cl.have[name["other"]] })
+	if !cl.have[name["web"]] {
+		t.Fatal("the demanded cluster went with the switch back")
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("agent: %v", err)
+	}
+
+	// Restarted: the demanded cluster is in the first response, before any request.
+	stop, done, cl = start()
+	defer func() { stop(); <-done }()
+	if want := []string{"passthrough_original_dst", name["web"]}; !slices.Equal(keys(cl.have), sorted(want)) {
+		t.Fatalf("first snapshot after restart %v, want %v", keys(cl.have), want)
+	}
 }

@@ -76,7 +76,8 @@ func Validate(m validator) error {
 
 // CheckReferences is the cross-reference check ValidateAll cannot do: every chain a listener's
 // matcher names exists, every cluster a chain names is published (the svc placeholder aside:
-// filter state always overrides it), and every EDS cluster has its load assignment.
+// filter state always overrides it, and a svc: cluster named only by filter state need not be
+// published: on demand the proxy asks for it), and every EDS cluster has its load assignment.
 func CheckReferences(s Set) error {
 	clusters := make([]string, 0, len(s.Clusters))
 	for n := range s.Clusters {

@@ -11,4 +11,9 @@
 // no-service. An NC on a known Service port (the proxy asked before the agent published the
 // cluster, e.g. just after a Phase 1 flip) counts as not-programmed, so it is never mistaken
 // for a property of the Service.
+//
+// On-demand CDS: the names a delta CDS request subscribes or unsubscribes (the wildcard "*"
+// aside) go to the DemandHandler; the agent decides what to publish. go-control-plane keeps a
+// legacy wildcard subscription wildcard when names are added later, so an admitted cluster
+// reaches the proxy through that subscription and a refused one simply never arrives.
 package xdsserver

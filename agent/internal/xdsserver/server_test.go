@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,6 +88,27 @@ func cla(name string, ips ...string) *endpointv3.ClusterLoadAssignment {
 
 type adsStream = grpc.BidiStreamingClient[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]
 
+// openADS opens a delta ADS stream; its responses arrive on the channel, closed with the stream.
+func openADS(t *testing.T, ctx context.Context, conn *grpc.ClientConn) (adsStream, <-chan *discoverygrpc.DeltaDiscoveryResponse) {
+	t.Helper()
+	st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan *discoverygrpc.DeltaDiscoveryResponse, 16)
+	go func() {
+		defer close(ch)
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				return
+			}
+			ch <- r
+		}
+	}()
+	return st, ch
+}
+
 // recv reads responses until one of typeURL arrives, ACKing it; nil after timeout.
 func recv(t *testing.T, st adsStream, ch <-chan *discoverygrpc.DeltaDiscoveryResponse, typeURL string, timeout time.Duration) *discoverygrpc.DeltaDiscoveryResponse {
 	t.Helper()
@@ -133,19 +155,7 @@ func TestDeltaADSSubscribeUnsubscribe(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-	must(err)
-	ch := make(chan *discoverygrpc.DeltaDiscoveryResponse, 16)
-	go func() {
-		defer close(ch)
-		for {
-			r, err := st.Recv()
-			if err != nil {
-				return
-			}
-			ch <- r
-		}
-	}()
+	st, ch := openADS(t, ctx, conn)
 	node := &corev3.Node{Id: "svclb-node~node-a", Cluster: "svclb"}
 	// CDS wildcard: everything published.
 	must(st.Send(&discoverygrpc.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType}))
@@ -253,5 +263,91 @@ func TestALSRefusals(t *testing.T) {
 		if mf.GetName() == "svclb_svc_refused_total" && len(mf.Metric) != 4 {
 			t.Errorf("%d series, want 4", len(mf.Metric))
 		}
+	}
+}
+
+type demandLog struct {
+	mu   sync.Mutex
+	sub  []string
+	uns  []string
+	n    int
+	call chan struct{}
+}
+
+func (d *demandLog) ClusterDemand(sub, unsub []string) {
+	d.mu.Lock()
+	d.sub, d.uns, d.n = append(d.sub, sub...), append(d.uns, unsub...), d.n+1
+	d.mu.Unlock()
+	d.call <- struct{}{}
+}
+
+// TestClusterDemand: named CDS subscriptions reach the DemandHandler without "*", ACKs and other
+// types do not, and a legacy wildcard subscription stays wildcard after names are added: a
+// cluster published later, asked for or not, is pushed.
+func TestClusterDemand(t *testing.T) {
+	s, conn, _ := start(t, testIndex())
+	d := &demandLog{call: make(chan struct{}, 16)}
+	s.SetDemandHandler(d)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, ch := openADS(t, ctx, conn)
+	send := func(r *discoverygrpc.DeltaDiscoveryRequest) {
+		t.Helper()
+		if err := st.Send(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	called := func(what string) {
+		t.Helper()
+		select {
+		case <-d.call:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("handler not called for %s", what)
+		}
+	}
+	send(&discoverygrpc.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "svclb-node~node-a"}, TypeUrl: resource.ClusterType})
+	if r := recv(t, st, ch, resource.ClusterType, 5*time.Second); r == nil || len(r.Resources) != 0 {
+		t.Fatalf("first wildcard response %v", r)
+	}
+	send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: []string{"svc:10.96.0.10:80"}})
+	send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{"*", "svc:10.96.0.10:80"}})
+	called("a subscription")
+	send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesUnsubscribe: []string{"svc:10.96.0.12:80"}})
+	called("an unsubscription")
+	d.mu.Lock()
+	if d.n != 2 || !slices.Equal(d.sub, []string{"svc:10.96.0.10:80"}) || !slices.Equal(d.uns, []string{"svc:10.96.0.12:80"}) {
+		t.Fatalf("handler saw %d calls, subscribe %v, unsubscribe %v", d.n, d.sub, d.uns)
+	}
+	d.mu.Unlock()
+	// go-control-plane answers every request of a wildcard subscription that carries no nonce,
+	// empty when nothing changed (LinearCache.CreateDeltaWatch, replyEvenIfEmpty); skip those.
+	cds := func() *discoverygrpc.DeltaDiscoveryResponse {
+		t.Helper()
+		for {
+			r := recv(t, st, ch, resource.ClusterType, 5*time.Second)
+			if r == nil || len(r.Resources)+len(r.RemovedResources) > 0 {
+				return r
+			}
+		}
+	}
+	// The requested cluster appears later: pushed to the waiting subscription.
+	if err := s.Apply(Update{Clusters: map[string]types.Resource{"svc:10.96.0.10:80": &clusterv3.Cluster{Name: "svc:10.96.0.10:80"}},
+		Loads: map[string]types.Resource{"svc:10.96.0.10:80": cla("svc:10.96.0.10:80")}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := cds(); !slices.Equal(names(r), []string{"svc:10.96.0.10:80"}) {
+		t.Fatalf("requested cluster: %v", names(r))
+	}
+	// Still wildcard: an unrequested cluster reaches it too (restored names after a restart).
+	if err := s.Apply(Update{Clusters: map[string]types.Resource{"passthrough_original_dst": &clusterv3.Cluster{Name: "passthrough_original_dst"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := cds(); !slices.Equal(names(r), []string{"passthrough_original_dst"}) {
+		t.Fatalf("wildcard lost: %v", names(r))
+	}
+	select {
+	case <-d.call:
+		t.Fatal("ACKs or EDS requests reached the handler")
+	case <-time.After(100 * time.Millisecond):
 	}
 }
