@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -234,6 +235,8 @@ func startProcess(t *testing.T, dir, name string, cmd *exec.Cmd) *process {
 		t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = f, f
+	// A test killed by -timeout runs no cleanup: take the child along.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
