@@ -118,6 +118,14 @@ func TestRSS(t *testing.T) {
 		return err == nil && svcs >= spec.Services && eps >= wantEndpoints
 	}, &kpState)
 	rows = append(rows, row{"kube-proxy v1.34.4 (nftables)", p.pid, d, kpState})
+	kpMetrics := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(_ context.Context, network, addr string) (c net.Conn, err error) {
+			err = ns.Do(func() error { c, err = net.Dial(network, addr); return err }) // its metrics port is in ns
+			return c, err
+		}}}
+	t.Logf("kube-proxy: %s", metrics(t, kpMetrics, "http://127.0.0.1:10249/metrics",
+		`kubeproxy_sync_full_proxy_rules_duration_seconds_sum{ip_family="IPv4"}`, `kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"}`,
+		`kubeproxy_sync_proxy_rules_duration_seconds_sum{ip_family="IPv4"}`, `kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"}`))
 
 	agentHTTP, proxyAdmin := freeAddr(t), freeAddr(t)
 	sock := filepath.Join(dir, "run", "xds.sock")
@@ -135,6 +143,8 @@ func TestRSS(t *testing.T) {
 		return err == nil && st.Clusters > spec.Services && st.Endpoints >= wantEndpoints // + passthrough_original_dst
 	}, &agentState)
 	rows = append(rows, row{"svclb-agent (proactive CDS)", p.pid, d, agentState})
+	t.Logf("svclb-agent: %s", metrics(t, http.DefaultClient, "http://"+agentHTTP+"/metrics",
+		"svclb_push_duration_seconds_sum", "svclb_push_duration_seconds_count"))
 
 	p = startProcess(t, dir, "svclb-nodeproxy", exec.Command(filepath.Join(dir, "svclb-nodeproxy"), "--xds-socket="+sock,
 		"--node-id=svclb-node~"+node, "--admin="+proxyAdmin))
@@ -301,6 +311,36 @@ func getJSON(url string, v any) error {
 		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
 	}
 	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// metrics returns the named samples (name value, …) from a Prometheus text endpoint, so the
+// log says where the time went (a missing name shows as "?").
+func metrics(t *testing.T, c *http.Client, url string, names ...string) string {
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Logf("metrics %s: %v", url, err)
+		return ""
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Logf("metrics %s: %v", url, err)
+	}
+	vals := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 {
+			vals[f[0]] = f[1]
+		}
+	}
+	var out []string
+	for _, n := range names {
+		v, ok := vals[n]
+		if !ok {
+			v = "?"
+		}
+		out = append(out, n+" "+v)
+	}
+	return strings.Join(out, ", ")
 }
 
 // nftCounts counts kube-proxy's service-ips map elements and endpoint chains in ns.
