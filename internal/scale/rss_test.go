@@ -171,11 +171,32 @@ func TestRSS(t *testing.T) {
 	}, &proxyState)
 	rows = append(rows, row{"svclb-nodeproxy (fed by the agent)", p.pid, d, proxyState})
 
+	if os.Getenv("SVCLB_SCALE_ONDEMAND") == "1" {
+		// The same binary in on-demand CDS mode with no proxy, hence no demand: what the agent
+		// holds for a node whose pods use nothing (informers and index, passthrough only).
+		odHTTP := freeAddr(t)
+		p = startProcess(t, dir, "svclb-agent-ondemand", exec.Command(filepath.Join(dir, "svclb-agent"), "--node-name="+node,
+			"--kubeconfig="+kubeconfig, "--xds-socket="+filepath.Join(dir, "run", "od.sock"), "--http="+odHTTP,
+			"--netns-dir="+netnsDir, "--log-level=warn", "--cds=on-demand", "--demand-file="))
+		var odState string
+		d = waitFor(t, ctx, p, func() bool {
+			var st struct {
+				CDS                string
+				Clusters, Demanded int
+				SnapshotVersion    uint64
+			}
+			err := getJSON("http://"+odHTTP+"/status", &st)
+			odState = fmt.Sprintf("/status cds %q, clusters %d, demanded %d", st.CDS, st.Clusters, st.Demanded)
+			return err == nil && st.CDS == "on-demand" && st.SnapshotVersion > 0 && st.Clusters == 1 // passthrough_original_dst
+		}, &odState)
+		rows = append(rows, row{"svclb-agent (on-demand CDS, no demand)", p.pid, d, odState})
+	}
+
 	// Let each settle (GC, the proxy's ACKs) before reading resident memory.
 	time.Sleep(10 * time.Second)
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%d Services × %d endpoints (apiserver: created in %s)\n", spec.Services, spec.Endpoints, created.Round(time.Second))
-	fmt.Fprintf(&b, "%-36s %10s %10s %10s  %s\n", "process", "VmRSS MiB", "VmHWM MiB", "ready in", "programmed")
+	fmt.Fprintf(&b, "%-40s %10s %10s %10s  %s\n", "process", "VmRSS MiB", "VmHWM MiB", "ready in", "programmed")
 	mem := map[int]Memory{}
 	for _, r := range rows {
 		m, err := ReadMemory(r.pid)
@@ -183,11 +204,15 @@ func TestRSS(t *testing.T) {
 			t.Fatal(err)
 		}
 		mem[r.pid] = m
-		fmt.Fprintf(&b, "%-36s %10s %10s %10s  %s\n", r.name, MiB(m.RSS), MiB(m.HWM), r.ready.Round(100*time.Millisecond), r.reached)
+		fmt.Fprintf(&b, "%-40s %10s %10s %10s  %s\n", r.name, MiB(m.RSS), MiB(m.HWM), r.ready.Round(100*time.Millisecond), r.reached)
 	}
 	kp, ag, px := mem[rows[0].pid], mem[rows[1].pid], mem[rows[2].pid]
 	fmt.Fprintf(&b, "agent/kube-proxy: VmRSS %.2f, VmHWM %.2f; (agent+node proxy)/kube-proxy: VmRSS %.2f, VmHWM %.2f\n",
 		ratio(ag.RSS, kp.RSS), ratio(ag.HWM, kp.HWM), ratio(ag.RSS+px.RSS, kp.RSS), ratio(ag.HWM+px.HWM, kp.HWM))
+	if len(rows) > 3 {
+		od := mem[rows[3].pid]
+		fmt.Fprintf(&b, "on-demand agent/kube-proxy: VmRSS %.2f, VmHWM %.2f\n", ratio(od.RSS, kp.RSS), ratio(od.HWM, kp.HWM))
+	}
 	t.Log(b.String())
 }
 
