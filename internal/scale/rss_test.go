@@ -1,0 +1,383 @@
+package scale
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/aether-mesh/svclb/internal/netnstest"
+	"github.com/aether-mesh/svclb/internal/testenv"
+)
+
+// TestRSS is the issue-5 figure: kube-proxy (nftables) vs the agent (and the built-in node proxy
+// it feeds) at the same scale, each started once every object exists (a node joining a big
+// cluster), each waited for until it has programmed everything. One run, printed as a table.
+func TestRSS(t *testing.T) {
+	if os.Getenv("SVCLB_SCALE") != "1" {
+		t.Skip("set SVCLB_SCALE=1 (make scale) to compare the agent's RSS with kube-proxy's at 10k Services / 100k endpoints")
+	}
+	spec := Spec{Namespace: "scale", Services: envInt(t, "SVCLB_SCALE_SERVICES", 10000), Endpoints: envInt(t, "SVCLB_SCALE_ENDPOINTS", 10), Workers: 8}
+	binDir, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeProxy := filepath.Join(binDir, "kube-proxy")
+	if _, err := os.Stat(kubeProxy); err != nil {
+		t.Skipf("%s not found: run `make k8s-bins` to build it", kubeProxy)
+	}
+	for _, b := range []string{"nft", "nsenter"} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Skipf("needs %s: %v", b, err)
+		}
+	}
+	ns := netnstest.New(t) // kube-proxy programs this namespace's nftables, never the host's
+	dir := t.TempDir()
+	build(t, dir, "./cmd/svclb-agent", "./cmd/svclb-nodeproxy")
+
+	cfg := testenv.Start(t, testenv.Options{})
+	cfg.QPS, cfg.Burst = 1000, 2000 // client-go's default 5 QPS would take an hour
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+	defer cancel()
+
+	const node = "node-a"
+	n, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node},
+		Spec: corev1.NodeSpec{PodCIDR: "10.244.1.0/24", PodCIDRs: []string{"10.244.1.0/24"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kube-proxy waits for its Node to have an address.
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.10"}}
+	if _, err := kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	step := max(spec.Services/10, 1)
+	if err := Populate(ctx, kube, spec, func(done int) {
+		if done%step == 0 {
+			t.Logf("created %d/%d Services and their EndpointSlices (%s)", done, spec.Services, time.Since(start).Round(time.Second))
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Since(start)
+	wantEndpoints := spec.Services * spec.Endpoints
+	t.Logf("apiserver: %d Services + %d EndpointSlices (%d endpoints) created in %s (%.0f objects/s, %d workers)",
+		spec.Services, spec.Services, wantEndpoints, created.Round(time.Millisecond), float64(2*spec.Services)/created.Seconds(), spec.Workers)
+
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := WriteKubeconfig(cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l net.Listener
+	if err := ns.Do(func() (err error) { l, err = net.Listen("tcp", u.Host); return err }); err != nil {
+		t.Fatalf("apiserver forwarder in %s: %v", ns.Name(), err)
+	}
+	t.Cleanup(Forward(l, u.Host))
+
+	type row struct {
+		name    string
+		pid     int
+		ready   time.Duration
+		reached string
+	}
+	var rows []row
+
+	// kube-proxy, as pkg/kubeproxyguard's test runs it (its ports are the namespace's own).
+	p := startProcess(t, dir, "kube-proxy", ns.Command(kubeProxy, "--kubeconfig="+kubeconfig, "--proxy-mode=nftables",
+		"--hostname-override="+node, "--cluster-cidr=10.244.0.0/16",
+		"--healthz-bind-address=127.0.0.1:10256", "--metrics-bind-address=127.0.0.1:10249",
+		"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0", "--v=1"))
+	var kpState string
+	d := waitFor(t, ctx, p, func() bool {
+		svcs, eps, err := nftCounts(ns)
+		kpState = fmt.Sprintf("service-ips elements %d, endpoint chains %d", svcs, eps)
+		return err == nil && svcs >= spec.Services && eps >= wantEndpoints
+	}, &kpState)
+	rows = append(rows, row{"kube-proxy v1.34.4 (nftables)", p.pid, d, kpState})
+	kpMetrics := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(_ context.Context, network, addr string) (c net.Conn, err error) {
+			err = ns.Do(func() error { c, err = net.Dial(network, addr); return err }) // its metrics port is in ns
+			return c, err
+		}}}
+	t.Logf("kube-proxy: %s", metrics(t, kpMetrics, "http://127.0.0.1:10249/metrics",
+		`kubeproxy_sync_full_proxy_rules_duration_seconds_sum{ip_family="IPv4"}`, `kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"}`,
+		`kubeproxy_sync_proxy_rules_duration_seconds_sum{ip_family="IPv4"}`, `kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"}`))
+
+	agentHTTP, proxyAdmin := freeAddr(t), freeAddr(t)
+	sock := filepath.Join(dir, "run", "xds.sock")
+	netnsDir := filepath.Join(dir, "netns") // no captured pods: no listeners, only Service clusters
+	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p = startProcess(t, dir, "svclb-agent", exec.Command(filepath.Join(dir, "svclb-agent"), "--node-name="+node,
+		"--kubeconfig="+kubeconfig, "--xds-socket="+sock, "--http="+agentHTTP, "--netns-dir="+netnsDir, "--log-level=warn"))
+	var agentState string
+	d = waitFor(t, ctx, p, func() bool {
+		var st struct{ Clusters, Endpoints int }
+		err := getJSON("http://"+agentHTTP+"/status", &st)
+		agentState = fmt.Sprintf("/status clusters %d, endpoints %d", st.Clusters, st.Endpoints)
+		return err == nil && st.Clusters > spec.Services && st.Endpoints >= wantEndpoints // + passthrough_original_dst
+	}, &agentState)
+	rows = append(rows, row{"svclb-agent (proactive CDS)", p.pid, d, agentState})
+	t.Logf("svclb-agent: %s", metrics(t, http.DefaultClient, "http://"+agentHTTP+"/metrics",
+		"svclb_push_duration_seconds_sum", "svclb_push_duration_seconds_count"))
+
+	p = startProcess(t, dir, "svclb-nodeproxy", exec.Command(filepath.Join(dir, "svclb-nodeproxy"), "--xds-socket="+sock,
+		"--node-id=svclb-node~"+node, "--admin="+proxyAdmin))
+	var proxyState string
+	d = waitFor(t, ctx, p, func() bool {
+		var dump struct {
+			Clusters []struct {
+				Warming    bool
+				Priorities [][]string
+			}
+		}
+		err := getJSON("http://"+proxyAdmin+"/config_dump", &dump)
+		active, hosts := 0, 0
+		for _, c := range dump.Clusters {
+			if !c.Warming {
+				active++
+			}
+			for _, p := range c.Priorities {
+				hosts += len(p)
+			}
+		}
+		proxyState = fmt.Sprintf("/config_dump active clusters %d, hosts %d", active, hosts)
+		return err == nil && active > spec.Services && hosts >= wantEndpoints
+	}, &proxyState)
+	rows = append(rows, row{"svclb-nodeproxy (fed by the agent)", p.pid, d, proxyState})
+
+	if os.Getenv("SVCLB_SCALE_ONDEMAND") == "1" {
+		// The same binary in on-demand CDS mode with no proxy, hence no demand: what the agent
+		// holds for a node whose pods use nothing (informers and index, passthrough only).
+		odHTTP := freeAddr(t)
+		p = startProcess(t, dir, "svclb-agent-ondemand", exec.Command(filepath.Join(dir, "svclb-agent"), "--node-name="+node,
+			"--kubeconfig="+kubeconfig, "--xds-socket="+filepath.Join(dir, "run", "od.sock"), "--http="+odHTTP,
+			"--netns-dir="+netnsDir, "--log-level=warn", "--cds=on-demand", "--demand-file="))
+		var odState string
+		d = waitFor(t, ctx, p, func() bool {
+			var st struct {
+				CDS                string
+				Clusters, Demanded int
+				SnapshotVersion    uint64
+			}
+			err := getJSON("http://"+odHTTP+"/status", &st)
+			odState = fmt.Sprintf("/status cds %q, clusters %d, demanded %d", st.CDS, st.Clusters, st.Demanded)
+			return err == nil && st.CDS == "on-demand" && st.SnapshotVersion > 0 && st.Clusters == 1 // passthrough_original_dst
+		}, &odState)
+		rows = append(rows, row{"svclb-agent (on-demand CDS, no demand)", p.pid, d, odState})
+	}
+
+	// Let each settle (GC, the proxy's ACKs) before reading resident memory.
+	time.Sleep(10 * time.Second)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%d Services × %d endpoints (apiserver: created in %s)\n", spec.Services, spec.Endpoints, created.Round(time.Second))
+	fmt.Fprintf(&b, "%-40s %10s %10s %10s  %s\n", "process", "VmRSS MiB", "VmHWM MiB", "ready in", "programmed")
+	mem := map[int]Memory{}
+	for _, r := range rows {
+		m, err := ReadMemory(r.pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem[r.pid] = m
+		fmt.Fprintf(&b, "%-40s %10s %10s %10s  %s\n", r.name, MiB(m.RSS), MiB(m.HWM), r.ready.Round(100*time.Millisecond), r.reached)
+	}
+	kp, ag, px := mem[rows[0].pid], mem[rows[1].pid], mem[rows[2].pid]
+	fmt.Fprintf(&b, "agent/kube-proxy: VmRSS %.2f, VmHWM %.2f; (agent+node proxy)/kube-proxy: VmRSS %.2f, VmHWM %.2f\n",
+		ratio(ag.RSS, kp.RSS), ratio(ag.HWM, kp.HWM), ratio(ag.RSS+px.RSS, kp.RSS), ratio(ag.HWM+px.HWM, kp.HWM))
+	if len(rows) > 3 {
+		od := mem[rows[3].pid]
+		fmt.Fprintf(&b, "on-demand agent/kube-proxy: VmRSS %.2f, VmHWM %.2f\n", ratio(od.RSS, kp.RSS), ratio(od.HWM, kp.HWM))
+	}
+	t.Log(b.String())
+}
+
+func ratio(a, b uint64) float64 { return float64(a) / float64(b) }
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// build compiles the repository's binaries into dir.
+func build(t *testing.T, dir string, pkgs ...string) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", append([]string{"build", "-o", dir + "/"}, pkgs...)...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %v: %v\n%s", pkgs, err, out)
+	}
+}
+
+// freeAddr returns a loopback address that was free a moment ago (the children take flags, not
+// listeners).
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type process struct {
+	name, log string
+	pid       int
+	done      chan struct{}
+}
+
+// startProcess starts cmd with its output in dir/<name>.log; it is interrupted (then killed) at
+// cleanup, and the log's tail is shown if the test failed.
+func startProcess(t *testing.T, dir, name string, cmd *exec.Cmd) *process {
+	p := &process{name: name, log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
+	f, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	// A test killed by -timeout runs no cleanup: take the child along.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	p.pid = cmd.Process.Pid
+	go func() { _ = cmd.Wait(); _ = f.Close(); close(p.done) }()
+	var once sync.Once
+	t.Cleanup(func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-p.done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-p.done
+			}
+			if t.Failed() {
+				t.Logf("%s log tail:\n%s", name, tail(p.log, 30))
+			}
+		})
+	})
+	return p
+}
+
+func tail(path string, lines int) string {
+	b, _ := os.ReadFile(path)
+	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(ls[max(0, len(ls)-lines):], "\n")
+}
+
+// waitFor polls ok every 2 s until it holds, and returns how long that took since p started.
+// *state describes progress (logged every 30 s and on failure).
+func waitFor(t *testing.T, ctx context.Context, p *process, ok func() bool, state *string) time.Duration {
+	start := time.Now()
+	lastLog := start
+	for !ok() {
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited before it programmed everything (%s); log tail:\n%s", p.name, *state, tail(p.log, 30))
+		case <-ctx.Done():
+			t.Fatalf("%s: gave up after %s at %s", p.name, time.Since(start).Round(time.Second), *state)
+		case <-time.After(2 * time.Second):
+		}
+		if time.Since(lastLog) > 30*time.Second {
+			t.Logf("%s after %s: %s", p.name, time.Since(start).Round(time.Second), *state)
+			lastLog = time.Now()
+		}
+	}
+	d := time.Since(start)
+	t.Logf("%s programmed everything in %s: %s", p.name, d.Round(100*time.Millisecond), *state)
+	return d
+}
+
+func getJSON(url string, v any) error {
+	c := http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// metrics returns the named samples (name value, …) from a Prometheus text endpoint, so the
+// log says where the time went (a missing name shows as "?").
+func metrics(t *testing.T, c *http.Client, url string, names ...string) string {
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Logf("metrics %s: %v", url, err)
+		return ""
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Logf("metrics %s: %v", url, err)
+	}
+	vals := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 {
+			vals[f[0]] = f[1]
+		}
+	}
+	var out []string
+	for _, n := range names {
+		v, ok := vals[n]
+		if !ok {
+			v = "?"
+		}
+		out = append(out, n+" "+v)
+	}
+	return strings.Join(out, ", ")
+}
+
+// nftCounts counts kube-proxy's service-ips map elements and endpoint chains in ns.
+func nftCounts(ns *netnstest.NS) (services, endpoints int, err error) {
+	out, err := ns.Command("nft", "list", "map", "ip", "kube-proxy", "service-ips").Output()
+	if err != nil {
+		return 0, 0, fmt.Errorf("nft list map: %w", err)
+	}
+	services = bytes.Count(out, []byte(": goto service-"))
+	out, err = ns.Command("nft", "list", "chains", "ip").Output() // only kube-proxy has a table in ns
+	if err != nil {
+		return services, 0, fmt.Errorf("nft list chains: %w", err)
+	}
+	return services, bytes.Count(out, []byte("chain endpoint-")), nil
+}
