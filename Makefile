@@ -18,6 +18,12 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+##@ Scale
+
+.PHONY: scale
+scale: k8s-test-bins ## Agent vs kube-proxy RSS at 10k Services / 100k endpoints (root, ~15 min; SVCLB_SCALE_SERVICES, SVCLB_SCALE_ENDPOINTS, SVCLB_SCALE_ONDEMAND=1)
+	SVCLB_SCALE=1 CGO_ENABLED=1 $(GO) test -count=1 -v -timeout 55m -run TestRSS ./internal/scale
+
 ##@ Help
 
 .PHONY: help
