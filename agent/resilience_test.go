@@ -31,9 +31,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/aether-mesh/svclb/agent"
 	"github.com/aether-mesh/svclb/fixtures/nodeproxy"
@@ -47,7 +45,7 @@ const node = "node-a"
 // (no removal reaches the proxy, /healthz and /status answer); once it is back, the informers
 // reconnect and an EndpointSlice change is pushed on the same ADS stream.
 func TestAPIServerOutage(t *testing.T) {
-	env, rc := restartableAPIServer(t)
+	env, rc := testenv.StartEnv(t, testenv.Options{Restartable: true, StopTimeout: stopTimeout})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	kube := kubernetes.NewForConfigOrDie(rc)
@@ -67,7 +65,7 @@ func TestAPIServerOutage(t *testing.T) {
 	before := status(t, httpAddr)
 
 	t0 := time.Now()
-	if err := env.ControlPlane.APIServer.Stop(); err != nil && !killed(err) {
+	if err := env.ControlPlane.APIServer.Stop(); err != nil && !testenv.Killed(err) {
 		t.Fatalf("stopping kube-apiserver: %v", err)
 	}
 	t.Logf("kube-apiserver stopped in %s", time.Since(t0).Round(time.Millisecond))
@@ -220,43 +218,9 @@ func TestAgentRestart(t *testing.T) {
 	}
 }
 
-// restartableAPIServer is testenv.Start with the apiserver's certificate directory owned by the
-// test: envtest then keeps the serving certificate, the client CA and the port across
-// APIServer.Stop/Start, so the agent's rest.Config stays valid (etcd keeps running, and the data).
-func restartableAPIServer(t *testing.T) (*envtest.Environment, *rest.Config) {
-	t.Helper()
-	dir, err := testenv.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			t.Skipf("%s not found in %s (%s): run `make k8s-test-bins`", b, dir, testenv.BinDirEnv)
-		}
-	}
-	noExisting := false
-	// kube-apiserver's graceful shutdown can take longer than this test may wait; after the stop
-	// timeout envtest kills it, which is an outage all the same (Stop then reports the timeout).
-	env := &envtest.Environment{BinaryAssetsDirectory: dir, UseExistingCluster: &noExisting,
-		ControlPlaneStartTimeout: 90 * time.Second, ControlPlaneStopTimeout: stopTimeout}
-	env.ControlPlane.APIServer = &envtest.APIServer{CertDir: t.TempDir()}
-	env.ControlPlane.APIServer.Configure().Set("service-cluster-ip-range", testenv.ServiceClusterIPRange)
-	rc, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting kube-apiserver and etcd from %s: %v", dir, err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil && !killed(err) {
-			t.Errorf("stopping the control plane: %v", err)
-		}
-	})
-	return env, rc
-}
-
+// stopTimeout: kube-apiserver's graceful shutdown can take longer than this test may wait; past
+// it envtest kills the process, which is an outage all the same.
 const stopTimeout = 5 * time.Second
-
-// killed reports envtest's error for a process it had to kill after stopTimeout.
-func killed(err error) bool { return strings.Contains(err.Error(), "timeout waiting for process") }
 
 // startAgent runs agent.Run until the returned stop (also called at cleanup) and waits for its
 // xDS socket (opened only after the first snapshot).

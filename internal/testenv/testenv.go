@@ -1,16 +1,20 @@
 package testenv
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // BinDirEnv names the directory holding kube-apiserver, etcd and kubectl.
@@ -23,6 +27,13 @@ type Options struct {
 	CRDs []*apiextensionsv1.CustomResourceDefinition
 	// APIServerArgs are extra kube-apiserver flags, "name" → values.
 	APIServerArgs map[string][]string
+	// Restartable keeps the apiserver's certificates in a directory the test owns, so
+	// ControlPlane.APIServer.Stop() then Start() brings it back on the same address with the
+	// same credentials (an apiserver outage, not a new cluster).
+	Restartable bool
+	// StopTimeout bounds each process's graceful stop (default 30 s); past it envtest kills the
+	// process, which the cleanup then accepts as a stop.
+	StopTimeout time.Duration
 }
 
 // ServiceClusterIPRange is the apiserver's --service-cluster-ip-range; the
@@ -33,6 +44,16 @@ const ServiceClusterIPRange = "10.96.0.0/16"
 // returns an admin rest.Config for it. Without the binaries it skips the test.
 func Start(t testing.TB, o Options) *rest.Config {
 	t.Helper()
+	_, cfg := StartEnv(t, o)
+	return cfg
+}
+
+// StartEnv is Start that also returns the environment, for a test that stops and restarts the
+// control plane's processes itself (see Options.Restartable).
+func StartEnv(t testing.TB, o Options) (*envtest.Environment, *rest.Config) {
+	t.Helper()
+	// envtest logs through controller-runtime's logger; unset, it prints a stack trace saying so.
+	ctrllog.SetLogger(logr.Discard())
 	dir, err := BinDir()
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
@@ -48,7 +69,10 @@ func Start(t testing.TB, o Options) *rest.Config {
 		UseExistingCluster:       &noExisting,
 		CRDs:                     o.CRDs,
 		ControlPlaneStartTimeout: 90 * time.Second, // a loaded 2-core machine starts slowly
-		ControlPlaneStopTimeout:  30 * time.Second,
+		ControlPlaneStopTimeout:  cmp.Or(o.StopTimeout, 30*time.Second),
+	}
+	if o.Restartable {
+		env.ControlPlane.APIServer = &envtest.APIServer{CertDir: t.TempDir()}
 	}
 	args := env.ControlPlane.GetAPIServer().Configure()
 	args.Set("service-cluster-ip-range", ServiceClusterIPRange)
@@ -62,12 +86,15 @@ func Start(t testing.TB, o Options) *rest.Config {
 	}
 	t.Logf("testenv: kube-apiserver at %s up in %s", cfg.Host, time.Since(start).Round(time.Millisecond))
 	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
+		if err := env.Stop(); err != nil && !Killed(err) {
 			t.Errorf("testenv: stopping the control plane: %v", err)
 		}
 	})
-	return cfg
+	return env, cfg
 }
+
+// Killed reports envtest's error for a process it had to kill after the stop timeout.
+func Killed(err error) bool { return strings.Contains(err.Error(), "timeout waiting for process") }
 
 // BinDir returns $SVCLB_K8S_BIN_DIR, or <repo root>/_output/bin.
 func BinDir() (string, error) {
