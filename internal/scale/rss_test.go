@@ -85,7 +85,7 @@ func TestRSS(t *testing.T) {
 		spec.Services, spec.Services, wantEndpoints, created.Round(time.Millisecond), float64(2*spec.Services)/created.Seconds(), spec.Workers)
 
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := WriteKubeconfig(cfg, kubeconfig); err != nil {
+	if err := testenv.WriteKubeconfig(cfg, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
 	u, err := url.Parse(cfg.Host)
@@ -96,7 +96,7 @@ func TestRSS(t *testing.T) {
 	if err := ns.Do(func() (err error) { l, err = net.Listen("tcp", u.Host); return err }); err != nil {
 		t.Fatalf("apiserver forwarder in %s: %v", ns.Name(), err)
 	}
-	t.Cleanup(Forward(l, u.Host))
+	t.Cleanup(testenv.Forward(l, u.Host))
 
 	type row struct {
 		name    string

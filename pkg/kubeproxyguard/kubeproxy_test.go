@@ -3,7 +3,6 @@ package kubeproxyguard
 import (
 	"bytes"
 	"context"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -19,8 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
 	"github.com/aether-mesh/svclb/internal/netnstest"
@@ -179,42 +176,16 @@ func forwardAPIServer(t *testing.T, ns *netnstest.NS, cfg *rest.Config) string {
 	if err != nil {
 		t.Fatalf("apiserver address %q: %v", cfg.Host, err)
 	}
-	host := u.Host
 	var l net.Listener
 	if err := ns.Do(func() (err error) {
-		l, err = net.Listen("tcp", host)
+		l, err = net.Listen("tcp", u.Host)
 		return err
 	}); err != nil {
 		t.Fatalf("listen in ns: %v", err)
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { _ = l.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			in, err := l.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", host)
-			if err != nil {
-				_ = in.Close()
-				continue
-			}
-			wg.Add(2)
-			go func() { defer wg.Done(); _, _ = io.Copy(out, in); _ = out.Close() }()
-			go func() { defer wg.Done(); _, _ = io.Copy(in, out); _ = in.Close() }()
-		}
-	}()
-
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
-	kc.CurrentContext = "envtest"
+	t.Cleanup(testenv.Forward(l, u.Host))
 	p := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, p); err != nil {
+	if err := testenv.WriteKubeconfig(cfg, p); err != nil {
 		t.Fatal(err)
 	}
 	return p
