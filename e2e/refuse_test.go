@@ -32,17 +32,26 @@ func agentScrape(ctx context.Context) ([]kube.Metrics, error) {
 	}
 	var out []kube.Metrics
 	for _, p := range pods {
-		b, err := suite.cluster.PodGet(ctx, systemNS, p.Name, agentPort, "/metrics")
+		m, err := agentMetrics(ctx, p.Name)
 		if err != nil {
 			return nil, err
-		}
-		m, err := kube.ParseMetrics(b)
-		if err != nil {
-			return nil, fmt.Errorf("agent %s: %w", p.Name, err)
 		}
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// agentMetrics reads and parses one agent's /metrics.
+func agentMetrics(ctx context.Context, pod string) (kube.Metrics, error) {
+	b, err := suite.cluster.PodGet(ctx, systemNS, pod, agentPort, "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	m, err := kube.ParseMetrics(b)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", pod, err)
+	}
+	return m, nil
 }
 
 // refusals sums svclb_svc_refused_total over every agent per reason, for one
