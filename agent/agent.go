@@ -53,7 +53,12 @@ type Config struct {
 	Phase2        bool           // default until the ConfigMap says otherwise
 	RangeOverride []netip.Prefix // replaces the ServiceCIDR range when set
 	Debounce      time.Duration  // default 50ms: a burst of events makes one push
-	Logger        *slog.Logger
+	// CDSMode is the default CDS mode until the ConfigMap's "cds" key says otherwise
+	// (default proactive).
+	CDSMode     CDSMode
+	OnDemandMax int    // default DefaultOnDemandMax: cap on the admitted on-demand names
+	DemandFile  string // where the admitted names persist across restarts; empty: nowhere
+	Logger      *slog.Logger
 }
 
 func (c *Config) defaults() error {
@@ -71,6 +76,18 @@ func (c *Config) defaults() error {
 	}
 	if c.Debounce == 0 {
 		c.Debounce = 50 * time.Millisecond
+	}
+	if c.CDSMode == "" {
+		c.CDSMode = CDSProactive
+	}
+	if _, err := ParseCDSMode(string(c.CDSMode)); err != nil {
+		return err
+	}
+	if c.OnDemandMax == 0 {
+		c.OnDemandMax = DefaultOnDemandMax
+	}
+	if c.OnDemandMax < 0 {
+		return fmt.Errorf("on-demand max %d: must be positive", c.OnDemandMax)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -145,9 +162,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	s := newSyncer(log, srv, services.Lister(), sliceInf.GetIndexer(), podInf.GetStore(),
 		&netnsfind.Scanner{Dir: cfg.NetnsDir}, idx, m, translate.Node{Name: cfg.NodeName}, cfg.Phase1, cfg.Phase2)
+	s.configureDemand(cfg.CDSMode, cfg.OnDemandMax, cfg.DemandFile)
+	srv.SetDemandHandler(s)
 
 	node := func(o any) { s.setNode(nodeOf(cfg.NodeName, unwrap(o))) }
-	phases := func(o any) { s.setPhases(phasesOf(log, unwrap(o), cfg.Phase1, cfg.Phase2)) }
+	settings := func(o any) {
+		s.setPhases(phasesOf(log, unwrap(o), cfg.Phase1, cfg.Phase2))
+		s.setCDSMode(cdsModeOf(log, unwrap(o), cfg.CDSMode))
+	}
 	handlers := []struct {
 		inf         cache.SharedIndexInformer
 		set, delete func(any)
@@ -157,7 +179,7 @@ func Run(ctx context.Context, cfg Config) error {
 		{podInf, func(any) { s.listenersChanged() }, func(any) { s.listenersChanged() }},
 		// Without its Node the agent has no zone; without the ConfigMap the flags decide.
 		{nodeInf, node, func(any) { s.setNode(translate.Node{Name: cfg.NodeName}) }},
-		{cmInf, phases, func(any) { s.setPhases(cfg.Phase1, cfg.Phase2) }},
+		{cmInf, settings, func(any) { s.setPhases(cfg.Phase1, cfg.Phase2); s.setCDSMode(cfg.CDSMode) }},
 	}
 	for _, h := range handlers {
 		_, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -186,11 +208,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if !cache.WaitForCacheSync(ctx.Done(), idx.HasSynced, sliceInf.HasSynced, podInf.HasSynced, nodeInf.HasSynced, cmInf.HasSynced) {
 		return ctx.Err()
 	}
+	// Restored names are re-classified against the synced index and published in the first
+	// snapshot, so a restarted agent or proxy does not make every first connection wait.
+	s.restoreDemand()
 	if err := s.sync(); err != nil {
 		return fmt.Errorf("first snapshot: %w", err)
 	}
 	st := s.status.Load()
-	log.Info("first snapshot built", "clusters", st.Clusters, "endpoints", st.Endpoints, "listeners", len(st.Listeners), "zone", st.Zone)
+	log.Info("first snapshot built", "clusters", st.Clusters, "endpoints", st.Endpoints, "listeners", len(st.Listeners), "zone", st.Zone,
+		"cds", st.CDS, "demanded", st.Demanded)
 
 	ln, err := xdsserver.Listen(cfg.XDSSocket)
 	if err != nil {
@@ -264,6 +290,24 @@ func phasesOf(log *slog.Logger, o any, p1, p2 bool) (bool, bool) {
 		return b
 	}
 	return parse("phase1", p1), parse("phase2", p2)
+}
+
+// cdsModeOf reads the ConfigMap's "cds" key; missing or unparsable (logged) keeps def.
+func cdsModeOf(log *slog.Logger, o any, def CDSMode) CDSMode {
+	cm, ok := o.(*corev1.ConfigMap)
+	if !ok {
+		return def
+	}
+	v, ok := cm.Data["cds"]
+	if !ok {
+		return def
+	}
+	m, err := ParseCDSMode(v)
+	if err != nil {
+		log.Error("ignoring unparsable CDS mode in ConfigMap", "configmap", ConfigMapNamespace+"/"+ConfigMapName, "key", "cds", "value", v, "error", err)
+		return def
+	}
+	return m
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -10,6 +10,11 @@ type metrics struct {
 	version, clusters, endpoints, listeners, resources prometheus.Gauge
 	push, programming                                  prometheus.Histogram
 	rejected                                           prometheus.Counter
+
+	// On-demand CDS (docs/architecture.md, "On-demand CDS mode").
+	odAdmitted, odEvicted prometheus.Counter
+	odRefused             *prometheus.CounterVec
+	odDemanded, odPending prometheus.Gauge
 }
 
 // programmingBuckets are kube-proxy's for kubeproxy_network_programming_duration_seconds, so
@@ -46,8 +51,26 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "svclb_snapshot_rejected_total",
 			Help: "Rebuilds not published because the result failed validation (the last good one stayed).",
 		}),
+		odAdmitted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svclb_ondemand_admitted_total",
+			Help: "Cluster names the node proxy asked for that were admitted (known Service ports), including pending names admitted later.",
+		}),
+		odEvicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svclb_ondemand_pending_evicted_total",
+			Help: "Refused names dropped from the bounded pending set to make room for newer ones.",
+		}),
+		odRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svclb_ondemand_refused_total",
+			Help: "Cluster names the node proxy asked for that were refused, by reason.",
+		}, []string{"reason"}),
+		odDemanded: g("svclb_ondemand_demanded", "Admitted on-demand cluster names."),
+		odPending:  g("svclb_ondemand_pending", "Refused names remembered and admitted once they become known Service ports."),
 	}
-	for _, c := range []prometheus.Collector{m.version, m.clusters, m.endpoints, m.listeners, m.resources, m.push, m.programming, m.rejected} {
+	for _, r := range refusalReasons {
+		m.odRefused.WithLabelValues(r)
+	}
+	for _, c := range []prometheus.Collector{m.version, m.clusters, m.endpoints, m.listeners, m.resources, m.push, m.programming, m.rejected,
+		m.odAdmitted, m.odEvicted, m.odRefused, m.odDemanded, m.odPending} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -183,4 +184,81 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestRunOnDemand runs the whole agent in on-demand mode against a real kube-apiserver: a
+// named request publishes one cluster, ConfigMap key cds flips the running agent to proactive
+// and back, and a restarted agent serves the demanded cluster in its first snapshot.
+func TestRunOnDemand(t *testing.T) {
+	rc := testenv.Start(t, testenv.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := kubernetes.NewForConfigOrDie(rc)
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapNamespace}}, metav1.CreateOptions{}))
+	cm, err := c.CoreV1().ConfigMaps(ConfigMapNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName},
+		Data: map[string]string{"phase1": "true"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := map[string]string{}
+	for _, n := range []string{"web", "other"} {
+		svc, err := c.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: n},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name[n] = "svc:" + svc.Spec.ClusterIP + ":80"
+	}
+	dir := t.TempDir()
+	sock, file := filepath.Join(dir, "run", "xds.sock"), filepath.Join(dir, "lib", "demand.json")
+	start := func() (context.CancelFunc, chan error, *cdsClient) {
+		runCtx, stop := context.WithCancel(ctx)
+		_ = os.Remove(sock)
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(runCtx, Config{NodeName: "node-a", RestConfig: rc, XDSSocket: sock, HTTPAddr: "127.0.0.1:0", NetnsDir: dir,
+				Phase1: true, CDSMode: CDSOnDemand, DemandFile: file, Debounce: 10 * time.Millisecond,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		}()
+		eventually(t, "the xDS socket", func() bool { _, err := os.Stat(sock); return err == nil })
+		cl := dialCDS(t, runCtx, sock)
+		cl.send(&discoverygrpc.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "svclb-node~node-a"}, TypeUrl: resource.ClusterType})
+		cl.pump("the first CDS response", 10*time.Second, func() bool { return cl.have["passthrough_original_dst"] })
+		return stop, done, cl
+	}
+	stop, done, cl := start()
+	if len(cl.have) != 1 {
+		t.Fatalf("on demand, nothing asked: %v", keys(cl.have))
+	}
+	cl.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{"*", name["web"]}})
+	cl.pump("web's cluster", 10*time.Second, func() bool { return cl.have[name["web"]] })
+
+	cm.Data["cds"] = "proactive"
+	if cm, err = c.CoreV1().ConfigMaps(ConfigMapNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cl.pump("every cluster (proactive)", 10*time.Second, func() bool { return cl.have[name["other"]] })
+	cm.Data["cds"] = "on-demand"
+	must(c.CoreV1().ConfigMaps(ConfigMapNamespace).Update(ctx, cm, metav1.UpdateOptions{}))
+	cl.pump("other's cluster withdrawn", 10*time.Second, func() bool { return !cl.have[name["other"]] })
+	if !cl.have[name["web"]] {
+		t.Fatal("the demanded cluster went with the switch back")
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("agent: %v", err)
+	}
+
+	// Restarted: the demanded cluster is in the first response, before any request.
+	stop, done, cl = start()
+	defer func() { stop(); <-done }()
+	if want := []string{"passthrough_original_dst", name["web"]}; !slices.Equal(keys(cl.have), sorted(want)) {
+		t.Fatalf("first snapshot after restart %v, want %v", keys(cl.have), want)
+	}
 }

@@ -20,6 +20,9 @@ type Status struct {
 	Listeners       []ListenerStatus `json:"listeners"`
 	RangeKnown      bool             `json:"rangeKnown"`
 	Range           []string         `json:"range"`
+	CDS             CDSMode          `json:"cds"`
+	Demanded        int              `json:"demanded"`
+	Pending         int              `json:"pending"`
 }
 
 // ListenerStatus is one capture listener.

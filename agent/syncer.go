@@ -24,6 +24,7 @@ import (
 
 	"github.com/aether-mesh/svclb/agent/internal/translate"
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+	"github.com/aether-mesh/svclb/pkg/svcindex"
 )
 
 const (
@@ -48,9 +49,12 @@ type netnsFinder interface {
 	Find(netip.Addr) (string, error)
 }
 
-// rangeSource is the part of *svcindex.Index the listeners need.
-type rangeSource interface {
+// serviceIndex is the part of *svcindex.Index the syncer needs: the range for the listeners,
+// Lookup and Version to classify on-demand names.
+type serviceIndex interface {
 	Range() ([]netip.Prefix, bool)
+	Lookup(netip.AddrPort) svcindex.Result
+	Version() uint64
 }
 
 // syncer turns the informers' state into resource updates. Events only mark what is dirty;
@@ -62,7 +66,7 @@ type syncer struct {
 	slices   cache.Indexer // EndpointSlices, indexed byServiceIndex
 	pods     cache.Store   // captured pods on this node
 	netns    netnsFinder
-	rng      rangeSource
+	rng      serviceIndex
 	m        *metrics
 
 	mu             sync.Mutex // guards the pending state below
@@ -72,6 +76,9 @@ type syncer struct {
 	dirtyListeners bool
 	node           translate.Node
 	phase1, phase2 bool
+	mode           CDSMode
+	demandOps      []demandOp // the proxy's CDS requests since the last sync, in order
+	restored       []string   // names loaded from the demand file, for the first sync
 	kick           chan struct{}
 	retry          *time.Timer // rechecks unresolved captured pods
 
@@ -81,16 +88,18 @@ type syncer struct {
 	owner     map[string]k8stypes.NamespacedName
 	endpoints map[k8stypes.NamespacedName]int
 	version   uint64
+	demand    *demand
 
 	status atomic.Pointer[Status]
 }
 
 func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceLister, slices cache.Indexer, pods cache.Store,
-	netns netnsFinder, rng rangeSource, m *metrics, node translate.Node, phase1, phase2 bool) *syncer {
+	netns netnsFinder, rng serviceIndex, m *metrics, node translate.Node, phase1, phase2 bool) *syncer {
 	s := &syncer{
 		log: log, pub: pub, services: services, slices: slices, pods: pods, netns: netns, rng: rng, m: m,
 		dirty: map[k8stypes.NamespacedName]struct{}{}, triggers: map[k8stypes.NamespacedName]time.Time{},
 		dirtyAll: true, dirtyListeners: true, node: node, phase1: phase1, phase2: phase2,
+		mode: CDSProactive, demand: newDemand(DefaultOnDemandMax, ""),
 		kick: make(chan struct{}, 1),
 		set: translate.Set{
 			Clusters:  map[string]*clusterv3.Cluster{},
@@ -100,8 +109,34 @@ func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceList
 		bySvc: map[k8stypes.NamespacedName][]string{}, owner: map[string]k8stypes.NamespacedName{},
 		endpoints: map[k8stypes.NamespacedName]int{},
 	}
-	s.status.Store(&Status{Node: node.Name, Zone: node.Zone, Phase1: phase1, Phase2: phase2, Listeners: []ListenerStatus{}})
+	s.status.Store(&Status{Node: node.Name, Zone: node.Zone, Phase1: phase1, Phase2: phase2, Listeners: []ListenerStatus{}, CDS: CDSProactive})
 	return s
+}
+
+// configureDemand sets the CDS mode, the admitted-set cap and the demand file; call it before
+// the first sync.
+func (s *syncer) configureDemand(mode CDSMode, max int, file string) {
+	s.mode = mode
+	s.demand = newDemand(max, file)
+	st := *s.status.Load()
+	st.CDS = mode
+	s.status.Store(&st)
+}
+
+// restoreDemand loads the demand file for the first sync to re-classify. Call it after the
+// informer caches synced and before the first sync, so that snapshot already carries them.
+func (s *syncer) restoreDemand() {
+	if s.demand.file == "" {
+		return
+	}
+	names, err := loadDemandFile(s.demand.file)
+	if err != nil {
+		s.log.Error("starting with no on-demand clusters", "error", err)
+		return
+	}
+	s.mu.Lock()
+	s.restored = names
+	s.mu.Unlock()
 }
 
 // sliceIndex files an EndpointSlice under the Service it belongs to.
@@ -186,17 +221,35 @@ func (s *syncer) setPhases(p1, p2 bool) {
 	}
 }
 
+// setCDSMode switches between proactive and on-demand CDS: every Service is rebuilt (clusters
+// published or withdrawn) and the listeners gain or lose cap_svc's on_demand.
+func (s *syncer) setCDSMode(m CDSMode) {
+	s.mu.Lock()
+	changed := s.mode != m
+	s.mode = m
+	s.dirtyAll = s.dirtyAll || changed
+	s.dirtyListeners = s.dirtyListeners || changed
+	s.mu.Unlock()
+	if changed {
+		s.log.Info("CDS mode changed", "cds", m)
+		s.signal()
+	}
+}
+
 // sync rebuilds what is dirty and publishes the change. A change that fails validation is
 // not published: the last good resources stay with the proxy, and the error is returned.
 func (s *syncer) sync() error {
 	s.mu.Lock()
 	dirty, triggers, all, listeners := s.dirty, s.triggers, s.dirtyAll, s.dirtyListeners
-	node, p1, p2 := s.node, s.phase1, s.phase2
+	node, p1, p2, mode := s.node, s.phase1, s.phase2, s.mode
+	ops, restored := s.demandOps, s.restored
 	s.dirty, s.triggers = map[k8stypes.NamespacedName]struct{}{}, map[k8stypes.NamespacedName]time.Time{}
 	s.dirtyAll, s.dirtyListeners = false, false
+	s.demandOps, s.restored = nil, nil
 	s.mu.Unlock()
 
 	start := time.Now()
+	s.applyDemand(ops, restored, dirty)
 	if all {
 		for k := range s.bySvc {
 			dirty[k] = struct{}{}
@@ -209,6 +262,7 @@ func (s *syncer) sync() error {
 	}
 	b := s.newBatch()
 	b.full = all
+	b.onDemand = mode == CDSOnDemand
 	// Services that are gone first, so a VIP they held is free for the one that took it over.
 	var gone, present []k8stypes.NamespacedName
 	for k := range dirty {
@@ -229,7 +283,7 @@ func (s *syncer) sync() error {
 	var lst []ListenerStatus
 	var unresolved int
 	if listeners {
-		lst, unresolved = b.listeners(node, p1, p2)
+		lst, unresolved = b.listeners(node, p1, p2, b.onDemand)
 	}
 	if b.set.Clusters[translate.PassthroughCluster] == nil {
 		c := translate.PassthroughOriginalDst()
@@ -257,7 +311,8 @@ func (s *syncer) sync() error {
 	if !b.upd.Empty() {
 		s.m.push.Observe(now.Sub(start).Seconds())
 	}
-	s.publishStatus(node, p1, p2, lst, listeners)
+	s.saveDemand()
+	s.publishStatus(node, p1, p2, mode, lst, listeners)
 	if unresolved > 0 {
 		s.mu.Lock()
 		if s.retry == nil {
@@ -285,6 +340,7 @@ type batch struct {
 	upd       xdsserver.Update
 	undo      []func()
 	full      bool // everything was rebuilt: check every reference
+	onDemand  bool // publish only admitted svc: clusters
 }
 
 func (s *syncer) newBatch() *batch {
@@ -328,7 +384,9 @@ func (b *batch) service(key k8stypes.NamespacedName, node translate.Node, phase1
 		ls []*endpointv3.ClusterLoadAssignment
 		n  int
 	)
-	if svc, err := b.s.services.Services(key.Namespace).Get(key.Name); err == nil && phase1 {
+	// On demand, a Service none of whose ports was asked for costs no translation.
+	wanted := !b.onDemand || b.s.demand.perSvc[key] > 0
+	if svc, err := b.s.services.Services(key.Namespace).Get(key.Name); err == nil && phase1 && wanted {
 		objs, _ := b.s.slices.ByIndex(byServiceIndex, key.String())
 		eps := make([]*discoveryv1.EndpointSlice, 0, len(objs))
 		for _, o := range objs {
@@ -340,6 +398,9 @@ func (b *batch) service(key k8stypes.NamespacedName, node translate.Node, phase1
 	}
 	names := make([]string, 0, len(cs))
 	for i, c := range cs {
+		if _, ok := b.s.demand.admitted[c.Name]; b.onDemand && !ok {
+			continue
+		}
 		if o, ok := b.owner[c.Name]; ok && o != key {
 			b.s.log.Warn("two Services claim one cluster IP and port; keeping the first", "cluster", c.Name, "kept", o, "skipped", key)
 			continue
@@ -373,9 +434,9 @@ func (b *batch) service(key k8stypes.NamespacedName, node translate.Node, phase1
 	}
 }
 
-func (b *batch) listeners(node translate.Node, p1, p2 bool) ([]ListenerStatus, int) {
+func (b *batch) listeners(node translate.Node, p1, p2, onDemand bool) ([]ListenerStatus, int) {
 	prefixes, known := b.s.rng.Range()
-	opts := translate.ListenerOptions{Range: prefixes, RangeKnown: known, Phase1: p1, Phase2: p2}
+	opts := translate.ListenerOptions{Range: prefixes, RangeKnown: known, Phase1: p1, Phase2: p2, OnDemand: onDemand}
 	want := map[string]*listenerv3.Listener{}
 	var st []ListenerStatus
 	unresolved := 0
@@ -445,9 +506,10 @@ func (b *batch) validate() error {
 	return translate.CheckChanged(b.set, clusters, loads)
 }
 
-func (s *syncer) publishStatus(node translate.Node, p1, p2 bool, lst []ListenerStatus, listenersBuilt bool) {
+func (s *syncer) publishStatus(node translate.Node, p1, p2 bool, mode CDSMode, lst []ListenerStatus, listenersBuilt bool) {
 	old := s.status.Load()
-	st := &Status{Node: node.Name, Zone: node.Zone, Phase1: p1, Phase2: p2, SnapshotVersion: s.version, Listeners: old.Listeners, Range: []string{}}
+	st := &Status{Node: node.Name, Zone: node.Zone, Phase1: p1, Phase2: p2, SnapshotVersion: s.version, Listeners: old.Listeners, Range: []string{},
+		CDS: mode, Demanded: len(s.demand.admitted), Pending: s.demand.pending.len()}
 	if listenersBuilt {
 		st.Listeners = lst
 		if st.Listeners == nil {
@@ -469,6 +531,8 @@ func (s *syncer) publishStatus(node translate.Node, p1, p2 bool, lst []ListenerS
 	s.m.endpoints.Set(float64(st.Endpoints))
 	s.m.listeners.Set(float64(len(s.set.Listeners)))
 	s.m.resources.Set(float64(len(s.set.Clusters) + len(s.set.Loads) + len(s.set.Listeners)))
+	s.m.odDemanded.Set(float64(st.Demanded))
+	s.m.odPending.Set(float64(st.Pending))
 }
 
 func unwrap(obj any) any {

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,12 +19,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/aether-mesh/svclb/agent/internal/translate"
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+	"github.com/aether-mesh/svclb/pkg/svcindex"
 )
 
 type recorder struct{ updates []xdsserver.Update }
@@ -45,12 +48,39 @@ func (f fakeNetns) Find(ip netip.Addr) (string, error) {
 	return "", errors.New("not found")
 }
 
-type fakeRange struct {
-	p     []netip.Prefix
-	known bool
+// fakeIndex answers like pkg/svcindex from the fixture's Service store; Version moves only
+// when a test says the index changed (bump), as the real one does on every Service event.
+type fakeIndex struct {
+	p        []netip.Prefix
+	known    bool
+	services cache.Store
+	version  atomic.Uint64
 }
 
-func (f *fakeRange) Range() ([]netip.Prefix, bool) { return f.p, f.known }
+func (f *fakeIndex) Range() ([]netip.Prefix, bool) { return f.p, f.known }
+func (f *fakeIndex) Version() uint64               { return f.version.Load() }
+func (f *fakeIndex) bump()                         { f.version.Add(1) }
+
+func (f *fakeIndex) Lookup(dst netip.AddrPort) svcindex.Result {
+	if !f.known || !slices.ContainsFunc(f.p, func(p netip.Prefix) bool { return p.Contains(dst.Addr()) }) {
+		return svcindex.Result{Class: svcindex.External}
+	}
+	for _, o := range f.services.List() {
+		svc := o.(*corev1.Service)
+		if svc.Spec.ClusterIP != dst.Addr().String() {
+			continue
+		}
+		key := k8stypes.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+		for _, p := range svc.Spec.Ports {
+			if p.Port == int32(dst.Port()) {
+				return svcindex.Result{Class: svcindex.Known, Service: key, Port: svcindex.ServicePort{
+					Service: key, ClusterIP: dst.Addr(), Port: dst.Port(), PortName: p.Name, TargetPort: p.TargetPort}}
+			}
+		}
+		return svcindex.Result{Class: svcindex.PortNotDeclared, Service: key}
+	}
+	return svcindex.Result{Class: svcindex.NoService}
+}
 
 type fixture struct {
 	s        *syncer
@@ -58,7 +88,7 @@ type fixture struct {
 	services cache.Indexer
 	slices   cache.Indexer
 	pods     cache.Indexer
-	rng      *fakeRange
+	rng      *fakeIndex
 	reg      *prometheus.Registry
 }
 
@@ -69,9 +99,9 @@ func newFixture(t testing.TB) *fixture {
 		services: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
 		slices:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byServiceIndex: sliceIndex}),
 		pods:     cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
-		rng:      &fakeRange{p: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}, known: true},
 		reg:      prometheus.NewRegistry(),
 	}
+	f.rng = &fakeIndex{p: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}, known: true, services: f.services}
 	m, err := newMetrics(f.reg)
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 
 func main() {
 	var cfg agent.Config
-	var rng, level string
+	var rng, level, cds string
 	flag.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "node this agent serves (env NODE_NAME)")
 	flag.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig path; empty: in-cluster")
 	flag.StringVar(&cfg.XDSSocket, "xds-socket", "/run/svclb/xds.sock", "unix socket for delta ADS and ALS")
@@ -27,12 +27,25 @@ func main() {
 	flag.BoolVar(&cfg.Phase2, "phase2", true, "default for Phase 2 (refusals) until ConfigMap svclb-system/svclb-agent says otherwise")
 	flag.StringVar(&rng, "service-range", "", "comma-separated IPv4 prefixes replacing the ServiceCIDR range")
 	flag.DurationVar(&cfg.Debounce, "debounce", 0, "coalesce changes for this long before a push (default 50ms)")
+	flag.StringVar(&cds, "cds", string(agent.CDSProactive), "default CDS mode, proactive or on-demand, until ConfigMap svclb-system/svclb-agent key cds says otherwise")
+	flag.IntVar(&cfg.OnDemandMax, "on-demand-max", agent.DefaultOnDemandMax, "most cluster names admitted on demand; beyond it a request is refused (over-cap)")
+	flag.StringVar(&cfg.DemandFile, "demand-file", "/var/lib/svclb/demand.json", "where admitted on-demand names persist across restarts; empty: not persisted")
 	flag.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	flag.Parse()
 
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		fmt.Fprintf(os.Stderr, "svclb-agent: -log-level: %v\n", err)
+		os.Exit(2)
+	}
+	mode, err := agent.ParseCDSMode(cds)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "svclb-agent: -cds: %v\n", err)
+		os.Exit(2)
+	}
+	cfg.CDSMode = mode
+	if cfg.OnDemandMax <= 0 {
+		fmt.Fprintf(os.Stderr, "svclb-agent: -on-demand-max: %d is not positive\n", cfg.OnDemandMax)
 		os.Exit(2)
 	}
 	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))

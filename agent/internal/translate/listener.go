@@ -27,6 +27,11 @@ import (
 // IdleTimeout closes an idle captured connection, like tcp_proxy's default (1 h).
 const IdleTimeout = time.Hour
 
+// OnDemandTimeout bounds how long cap_svc holds a connection while the proxy asks for its
+// cluster (on-demand CDS mode). Envoy's default is 60 s; a name the agent never admits should
+// fail fast with NC so Phase 2 counts the refusal.
+const OnDemandTimeout = 5 * time.Second
+
 // CapturedPod is a meshed pod on this node whose network namespace was found.
 type CapturedPod struct {
 	Namespace, Name string
@@ -39,6 +44,7 @@ type ListenerOptions struct {
 	RangeKnown bool
 	Phase1     bool // Service range → cap_svc (else cap_passthrough_svc, "today's build")
 	Phase2     bool // cap_svc reports UH/NC over gRPC ALS
+	OnDemand   bool // cap_svc asks for an unknown svc: cluster over ADS (on-demand CDS mode)
 }
 
 // CaptureListener is the listener bound into one captured pod's network namespace.
@@ -63,7 +69,7 @@ func CaptureListener(pod CapturedPod, o ListenerOptions) *listenerv3.Listener {
 	svcChain := ChainPassthroughSvc
 	if o.Phase1 {
 		svcChain = ChainSvc
-		l.FilterChains = []*listenerv3.FilterChain{svcFilterChain(o.Phase2)}
+		l.FilterChains = []*listenerv3.FilterChain{svcFilterChain(o.Phase2, o.OnDemand)}
 	} else {
 		l.FilterChains = []*listenerv3.FilterChain{passthroughChain(ChainPassthroughSvc)}
 	}
@@ -94,7 +100,7 @@ func passthroughChain(name string) *listenerv3.FilterChain {
 	})}}
 }
 
-func svcFilterChain(phase2 bool) *listenerv3.FilterChain {
+func svcFilterChain(phase2, onDemand bool) *listenerv3.FilterChain {
 	sfs := &setfilterstatev3.Config{OnNewConnection: []*sfscommonv3.FilterStateValue{{
 		Key: &sfscommonv3.FilterStateValue_ObjectKey{ObjectKey: filterStateKey},
 		Value: &sfscommonv3.FilterStateValue_FormatString{FormatString: &corev3.SubstitutionFormatString{
@@ -110,6 +116,16 @@ func svcFilterChain(phase2 bool) *listenerv3.FilterChain {
 		IdleTimeout:      durationpb.New(IdleTimeout),
 		// Only RING_HASH clusters (ClientIP affinity) consult it; it is inert elsewhere.
 		HashPolicy: []*typev3.HashPolicy{{PolicySpecifier: &typev3.HashPolicy_SourceIp_{SourceIp: &typev3.HashPolicy_SourceIp{}}}},
+	}
+	if onDemand {
+		// Only the ADS config source works for tcp_proxy ODCDS (envoy#24726, #46561).
+		tp.OnDemand = &tcpproxyv3.TcpProxy_OnDemand{
+			OdcdsConfig: &corev3.ConfigSource{
+				ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+				ResourceApiVersion:    corev3.ApiVersion_V3,
+			},
+			Timeout: durationpb.New(OnDemandTimeout),
+		}
 	}
 	if phase2 {
 		tp.AccessLog = []*accesslogv3.AccessLog{{

@@ -1,8 +1,11 @@
 package translate
 
 import (
+	"errors"
+	"fmt"
 	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // Names shared with the node proxy (docs/architecture.md). Keep them in sync with the contract.
@@ -45,4 +48,25 @@ func StatName(namespace, name string, port uint16) string {
 // ListenerName names the capture listener of a pod.
 func ListenerName(namespace, pod string) string {
 	return ListenerPrefix + namespace + "~" + pod
+}
+
+// ParseClusterName is the inverse of ClusterName. Only the canonical spelling ClusterName
+// produces is accepted (IPv4, no leading zeros), since any other string can never name a
+// published cluster.
+func ParseClusterName(name string) (netip.AddrPort, error) {
+	rest, ok := strings.CutPrefix(name, ClusterPrefix)
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("cluster name %q: no %q prefix", name, ClusterPrefix)
+	}
+	ap, err := netip.ParseAddrPort(rest)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("cluster name %q: %w", name, err)
+	}
+	if !ap.Addr().Is4() {
+		return netip.AddrPort{}, fmt.Errorf("cluster name %q: not an IPv4 address", name)
+	}
+	if ClusterName(ap.Addr(), ap.Port()) != name {
+		return netip.AddrPort{}, errors.New("cluster name " + strconv.Quote(name) + ": not in canonical form")
+	}
+	return ap, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
@@ -242,6 +243,11 @@ func listenerOpts(p1, p2 bool) ListenerOptions {
 	return ListenerOptions{Range: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}, RangeKnown: true, Phase1: p1, Phase2: p2}
 }
 
+func onDemand(o ListenerOptions) ListenerOptions {
+	o.OnDemand = true
+	return o
+}
+
 func chainNames(l *listenerv3.Listener) []string {
 	var out []string
 	for _, fc := range l.FilterChains {
@@ -263,6 +269,8 @@ func TestCaptureListener(t *testing.T) {
 		{"phase1 only", listenerOpts(true, false), "cap_svc default=cap_passthrough", "cap_svc", false},
 		{"phase1 off", listenerOpts(false, true), "cap_passthrough_svc default=cap_passthrough", "cap_passthrough_svc", false},
 		{"range unknown", ListenerOptions{Phase1: true, Phase2: true}, "default=cap_passthrough", "", false},
+		{"on-demand", onDemand(listenerOpts(true, true)), "cap_svc default=cap_passthrough", "cap_svc", true},
+		{"on-demand, phase1 off", onDemand(listenerOpts(false, true)), "cap_passthrough_svc default=cap_passthrough", "cap_passthrough_svc", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := CaptureListener(pod, tc.opts)
@@ -286,17 +294,35 @@ func TestCaptureListener(t *testing.T) {
 				t.Errorf("matcher actions %v (%v), want %q", actions, err, tc.action)
 			}
 			hasLog := false
-			for _, fc := range l.FilterChains {
+			var od []*tcpproxyv3.TcpProxy_OnDemand
+			for _, fc := range append(l.FilterChains, l.DefaultFilterChain) {
 				for _, f := range fc.Filters {
 					tp := &tcpproxyv3.TcpProxy{}
 					if f.GetTypedConfig().MessageIs(tp) {
 						_ = f.GetTypedConfig().UnmarshalTo(tp)
 						hasLog = hasLog || len(tp.AccessLog) > 0
+						if tp.OnDemand != nil {
+							od = append(od, tp.OnDemand)
+							if fc.Name != ChainSvc {
+								t.Errorf("on_demand on chain %s", fc.Name)
+							}
+						}
 					}
 				}
 			}
 			if hasLog != tc.accessLog {
 				t.Errorf("access log present %v, want %v", hasLog, tc.accessLog)
+			}
+			wantOD := tc.opts.OnDemand && tc.opts.Phase1 && tc.opts.RangeKnown
+			if (len(od) == 1) != wantOD || len(od) > 1 {
+				t.Fatalf("on_demand configs %v, want one: %v", od, wantOD)
+			}
+			if wantOD {
+				src := od[0].GetOdcdsConfig()
+				if src.GetAds() == nil || src.GetResourceApiVersion() != corev3.ApiVersion_V3 || src.GetInitialFetchTimeout() != nil ||
+					od[0].GetTimeout().AsDuration() != OnDemandTimeout || od[0].GetResourcesLocator() != "" {
+					t.Errorf("on_demand %v, want {odcds_config: {ads: {}, resource_api_version: V3}, timeout: 5s}", od[0])
+				}
 			}
 		})
 	}
@@ -363,5 +389,30 @@ func TestCheckChanged(t *testing.T) {
 	delete(s.Clusters, cs[0].Name)
 	if err := CheckChanged(s, []string{cs[0].Name}, nil); err == nil {
 		t.Error("deleted cluster whose load assignment stayed accepted")
+	}
+}
+
+func TestParseClusterName(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"svc:10.96.0.10:53":          true,
+		"svc:10.96.0.10:0":           true, // well-formed; the index says it is not a Service port
+		"svc:10.96.0.10":             false,
+		"svc:10.96.0.010:53":         false,
+		"svc:10.96.0.10:053":         false,
+		"svc:[fd00::1]:80":           false,
+		"svc:[::ffff:10.96.0.10]:80": false,
+		"svc:10.96.0.10:65536":       false,
+		"10.96.0.10:53":              false,
+		"passthrough_original_dst":   false,
+		"":                           false,
+	} {
+		ap, err := ParseClusterName(name)
+		if (err == nil) != ok {
+			t.Errorf("%q: err %v, want ok=%v", name, err, ok)
+			continue
+		}
+		if ok && ClusterName(ap.Addr(), ap.Port()) != name {
+			t.Errorf("%q: round trip gave %s", name, ClusterName(ap.Addr(), ap.Port()))
+		}
 	}
 }

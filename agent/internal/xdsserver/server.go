@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
@@ -52,6 +53,13 @@ func (u Update) Empty() bool {
 	return len(u.Clusters)+len(u.Loads)+len(u.Listeners)+len(u.DeleteClusters)+len(u.DeleteLoads)+len(u.DeleteListeners) == 0
 }
 
+// DemandHandler receives the cluster names the node proxy subscribes to or unsubscribes from
+// on its delta CDS subscription (on-demand CDS). It runs on the ADS stream's goroutine and must
+// not block: record the names and return.
+type DemandHandler interface {
+	ClusterDemand(subscribe, unsubscribe []string)
+}
+
 // Server is the agent's gRPC server: delta ADS and ALS.
 type Server struct {
 	cds, eds, lds *cache.LinearCache
@@ -60,7 +68,11 @@ type Server struct {
 	log           *slog.Logger
 	refused       *prometheus.CounterVec
 	nacks         prometheus.Counter
+	demand        atomic.Pointer[DemandHandler]
 }
+
+// SetDemandHandler routes the proxy's named CDS subscriptions to h.
+func (s *Server) SetDemandHandler(h DemandHandler) { s.demand.Store(&h) }
 
 // New builds a server; metrics register with reg.
 func New(ctx context.Context, index Index, reg prometheus.Registerer, log *slog.Logger) (*Server, error) {
@@ -103,10 +115,36 @@ func New(ctx context.Context, index Index, reg prometheus.Registerer, log *slog.
 				s.nacks.Inc()
 				log.Warn("node proxy rejected an update", "stream", id, "type", r.GetTypeUrl(), "error", r.GetErrorDetail().GetMessage())
 			}
+			if r.GetTypeUrl() == resource.ClusterType {
+				s.clusterDemand(r.GetResourceNamesSubscribe(), r.GetResourceNamesUnsubscribe())
+			}
 			return nil
 		},
 	})
 	return s, nil
+}
+
+// clusterDemand passes the named part of a delta CDS request on; "*" is the wildcard
+// subscription itself (the xDS "explicit wildcard"), never a cluster name.
+func (s *Server) clusterDemand(sub, unsub []string) {
+	h := s.demand.Load()
+	if h == nil {
+		return
+	}
+	sub, unsub = withoutWildcard(sub), withoutWildcard(unsub)
+	if len(sub)+len(unsub) > 0 {
+		(*h).ClusterDemand(sub, unsub)
+	}
+}
+
+func withoutWildcard(names []string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if n != "*" {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Apply publishes u to every subscribed proxy.

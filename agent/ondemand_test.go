@@ -1,0 +1,511 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/aether-mesh/svclb/agent/internal/translate"
+	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+)
+
+// metricValue is the value of one counter or gauge series (0 when absent).
+func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.Metric {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !slices.ContainsFunc(m.Label, func(l *dto.LabelPair) bool { return l.GetName() == labels[i] && l.GetValue() == labels[i+1] }) {
+					continue series
+				}
+			}
+			if m.Counter != nil {
+				return m.Counter.GetValue()
+			}
+			return m.Gauge.GetValue()
+		}
+	}
+	return 0
+}
+
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (f *fixture) addService(svc *corev1.Service) {
+	_ = f.services.Add(svc)
+	f.rng.bump()
+	f.s.serviceChanged(svc)
+}
+
+func (f *fixture) deleteService(svc *corev1.Service) {
+	_ = f.services.Delete(svc)
+	f.rng.bump()
+	f.s.serviceChanged(svc)
+}
+
+func onDemandOf(t testing.TB, l *listenerv3.Listener) *tcpproxyv3.TcpProxy_OnDemand {
+	t.Helper()
+	for _, fc := range l.GetFilterChains() {
+		for _, fl := range fc.Filters {
+			tp := &tcpproxyv3.TcpProxy{}
+			if fl.GetTypedConfig().MessageIs(tp) {
+				if err := fl.GetTypedConfig().UnmarshalTo(tp); err != nil {
+					t.Fatal(err)
+				}
+				if tp.OnDemand != nil {
+					return tp.OnDemand
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// TestOnDemandSyncer walks one syncer through the classes of a requested name, a Service that
+// goes away under an admitted name, and live switches between the modes.
+func TestOnDemandSyncer(t *testing.T) {
+	f := newFixture(t)
+	f.s.configureDemand(CDSOnDemand, DefaultOnDemandMax, "")
+	web, other := svcObj("web", "10.96.0.10"), svcObj("other", "10.96.0.11")
+	_ = f.services.Add(web)
+	_ = f.services.Add(other)
+	_ = f.slices.Add(sliceObj("web", "web-1", "10.244.1.5"))
+	_ = f.pods.Add(podObj("client", "node-a", "10.244.1.3", true))
+	f.sync(t)
+	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{"passthrough_original_dst"}) {
+		t.Fatalf("on demand, nothing asked: clusters %v", got)
+	}
+	od := onDemandOf(t, f.s.set.Listeners["capture~ns~client"])
+	if od.GetOdcdsConfig().GetAds() == nil || od.GetOdcdsConfig().GetResourceApiVersion() != corev3.ApiVersion_V3 || od.GetTimeout().AsDuration() != translate.OnDemandTimeout {
+		t.Fatalf("cap_svc on_demand %v", od)
+	}
+
+	f.s.ClusterDemand([]string{"svc:10.96.0.10:80", "svc:nope", "svc:192.168.0.1:80", "svc:10.96.0.99:80", "svc:10.96.0.10:81"}, nil)
+	f.sync(t)
+	if got := keys(f.pub.last().Clusters); !slices.Equal(got, []string{"svc:10.96.0.10:80"}) {
+		t.Fatalf("admitted: pushed %v", got)
+	}
+	if got := keys(f.pub.last().Loads); !slices.Equal(got, []string{"svc:10.96.0.10:80"}) {
+		t.Fatalf("admitted: loads %v", got)
+	}
+	for reason, want := range map[string]float64{"malformed": 1, "external": 1, "no-service": 1, "port-not-declared": 1, "over-cap": 0} {
+		if got := metricValue(t, f.reg, "svclb_ondemand_refused_total", "reason", reason); got != want {
+			t.Errorf("refused{%s} = %v, want %v", reason, got, want)
+		}
+	}
+	st := f.s.status.Load()
+	if st.CDS != CDSOnDemand || st.Demanded != 1 || st.Pending != 3 || st.Clusters != 2 {
+		t.Fatalf("status cds=%s demanded=%d pending=%d clusters=%d, want on-demand 1 3 2 (malformed names are not kept)", st.CDS, st.Demanded, st.Pending, st.Clusters)
+	}
+	if v := metricValue(t, f.reg, "svclb_ondemand_admitted_total"); v != 1 {
+		t.Errorf("admitted_total %v", v)
+	}
+	// Asking again (a proxy reconnecting) changes nothing and counts nothing.
+	n := len(f.pub.updates)
+	f.s.ClusterDemand([]string{"svc:10.96.0.10:80"}, nil)
+	f.sync(t)
+	if len(f.pub.updates) != n || metricValue(t, f.reg, "svclb_ondemand_admitted_total") != 1 {
+		t.Fatal("a repeated request pushed or counted")
+	}
+
+	// The pending port gets declared: admitted without a new request.
+	web2 := web.DeepCopy()
+	web2.Spec.Ports = append(web2.Spec.Ports, corev1.ServicePort{Name: "alt", Port: 81, Protocol: corev1.ProtocolTCP})
+	_ = f.services.Update(web2)
+	f.rng.bump()
+	f.s.serviceChanged(web2)
+	f.sync(t)
+	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{"passthrough_original_dst", "svc:10.96.0.10:80", "svc:10.96.0.10:81"}) {
+		t.Fatalf("pending admitted: clusters %v", got)
+	}
+	if st := f.s.status.Load(); st.Demanded != 2 || st.Pending != 2 {
+		t.Fatalf("demanded %d pending %d, want 2 2", st.Demanded, st.Pending)
+	}
+
+	// The Service goes away: its clusters go, the names wait in pending.
+	f.deleteService(web2)
+	f.sync(t)
+	if u := f.pub.last(); !slices.Equal(sorted(u.DeleteClusters), []string{"svc:10.96.0.10:80", "svc:10.96.0.10:81"}) {
+		t.Fatalf("Service gone: deleted %v", u.DeleteClusters)
+	}
+	if st := f.s.status.Load(); st.Demanded != 0 || st.Pending != 4 {
+		t.Fatalf("demanded %d pending %d, want 0 4", st.Demanded, st.Pending)
+	}
+	f.addService(web)
+	f.sync(t)
+	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{"passthrough_original_dst", "svc:10.96.0.10:80"}) {
+		t.Fatalf("Service back: clusters %v", got)
+	}
+
+	// Proactive: every Service port is published and cap_svc no longer asks.
+	f.s.setCDSMode(CDSProactive)
+	f.sync(t)
+	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{"passthrough_original_dst", "svc:10.96.0.10:80", "svc:10.96.0.11:80"}) {
+		t.Fatalf("proactive: clusters %v", got)
+	}
+	if od := onDemandOf(t, f.s.set.Listeners["capture~ns~client"]); od != nil {
+		t.Fatalf("proactive listener carries on_demand %v", od)
+	}
+	if st := f.s.status.Load(); st.CDS != CDSProactive || st.Demanded != 1 {
+		t.Fatalf("status after switch: cds %s demanded %d", st.CDS, st.Demanded)
+	}
+	// And back: the cluster nobody asked for is withdrawn, the listener asks again.
+	f.s.setCDSMode(CDSOnDemand)
+	f.sync(t)
+	if u := f.pub.last(); !slices.Equal(u.DeleteClusters, []string{"svc:10.96.0.11:80"}) || !slices.Equal(keys(u.Listeners), []string{"capture~ns~client"}) {
+		t.Fatalf("back to on-demand: deleted %v listeners %v", u.DeleteClusters, keys(u.Listeners))
+	}
+	if onDemandOf(t, f.s.set.Listeners["capture~ns~client"]) == nil {
+		t.Fatal("on-demand listener without on_demand")
+	}
+	if err := translate.CheckReferences(f.s.set); err != nil {
+		t.Fatalf("on-demand set fails the cross-reference check: %v", err)
+	}
+}
+
+// TestProactiveUnchangedByDemand: in proactive mode a request changes nothing published.
+func TestProactiveUnchangedByDemand(t *testing.T) {
+	f := newFixture(t)
+	_ = f.services.Add(svcObj("web", "10.96.0.10"))
+	_ = f.pods.Add(podObj("client", "node-a", "10.244.1.3", true))
+	f.sync(t)
+	n := len(f.pub.updates)
+	f.s.ClusterDemand([]string{"svc:10.96.0.10:80", "svc:10.96.0.99:80"}, nil)
+	f.sync(t)
+	if len(f.pub.updates) != n {
+		t.Fatalf("proactive mode pushed on a request: %+v", f.pub.last())
+	}
+	if onDemandOf(t, f.s.set.Listeners["capture~ns~client"]) != nil {
+		t.Fatal("proactive listener carries on_demand")
+	}
+	if st := f.s.status.Load(); st.CDS != CDSProactive || st.Demanded != 1 || st.Pending != 1 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+// cdsClient is a delta ADS client speaking like the node proxy's on-demand CDS.
+type cdsClient struct {
+	t    *testing.T
+	st   adsStream
+	ch   chan *discoverygrpc.DeltaDiscoveryResponse
+	have map[string]bool // CDS resources the client holds
+	seen map[string]bool // every CDS resource name ever received
+}
+
+type adsStream = grpc.BidiStreamingClient[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]
+
+func dialCDS(t *testing.T, ctx context.Context, sock string) *cdsClient {
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cdsClient{t: t, st: st, ch: make(chan *discoverygrpc.DeltaDiscoveryResponse, 64), have: map[string]bool{}, seen: map[string]bool{}}
+	go func() {
+		defer close(c.ch)
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				return
+			}
+			c.ch <- r
+		}
+	}()
+	return c
+}
+
+func (c *cdsClient) send(r *discoverygrpc.DeltaDiscoveryRequest) {
+	c.t.Helper()
+	if err := c.st.Send(r); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// pump applies and ACKs responses until cond holds (or for d when cond is nil).
+func (c *cdsClient) pump(what string, d time.Duration, cond func() bool) {
+	c.t.Helper()
+	deadline := time.After(d)
+	for cond == nil || !cond() {
+		select {
+		case r, ok := <-c.ch:
+			if !ok {
+				c.t.Fatal("ADS stream closed")
+			}
+			c.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce})
+			if r.TypeUrl != resource.ClusterType {
+				continue
+			}
+			for _, x := range r.Resources {
+				c.have[x.Name], c.seen[x.Name] = true, true
+			}
+			for _, n := range r.RemovedResources {
+				delete(c.have, n)
+			}
+		case <-deadline:
+			if cond == nil {
+				return
+			}
+			c.t.Fatalf("timed out waiting for %s; client holds %v", what, keys(c.have))
+		}
+	}
+}
+
+// TestOnDemandOverADS drives on-demand CDS through the real delta ADS server with a gRPC
+// client that subscribes like the node proxy (legacy wildcard first, then "*" plus names).
+func TestOnDemandOverADS(t *testing.T) {
+	f := newFixture(t)
+	f.s.configureDemand(CDSOnDemand, 2, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, err := xdsserver.New(ctx, f.rng, f.reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetDemandHandler(f.s)
+	f.s.pub = srv
+	web, other, third := svcObj("web", "10.96.0.10"), svcObj("other", "10.96.0.11"), svcObj("third", "10.96.0.12")
+	for _, s := range []*corev1.Service{web, other, third} {
+		_ = f.services.Add(s)
+	}
+	f.sync(t)
+	sock := filepath.Join(t.TempDir(), "xds.sock")
+	ln, err := xdsserver.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	srv.Register(g)
+	go func() { _ = g.Serve(ln) }()
+	defer g.Stop()
+	never := make(chan struct{})
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		f.s.loop(ctx, func() <-chan struct{} { return never }, 5*time.Millisecond)
+	}()
+	defer func() { cancel(); <-loopDone }()
+
+	c := dialCDS(t, ctx, sock)
+	c.send(&discoverygrpc.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "svclb-node~node-a", Cluster: "svclb"}, TypeUrl: resource.ClusterType})
+	c.pump("the wildcard's first response", 5*time.Second, func() bool { return c.have["passthrough_original_dst"] })
+	if len(c.have) != 1 {
+		t.Fatalf("wildcard on demand: %v", keys(c.have))
+	}
+	ask := func(names ...string) {
+		c.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: append([]string{"*"}, names...)})
+	}
+	refused := func(reason string) float64 {
+		return metricValue(t, f.reg, "svclb_ondemand_refused_total", "reason", reason)
+	}
+
+	// A known name: pushed to the waiting subscription; the wildcard stays.
+	ask("svc:10.96.0.10:80")
+	c.pump("svc:10.96.0.10:80", 5*time.Second, func() bool { return c.have["svc:10.96.0.10:80"] })
+
+	// An unknown name: nothing, refused once, remembered.
+	ask("svc:10.96.0.99:80")
+	eventually(t, "the refusal", func() bool { return refused("no-service") == 1 })
+	c.pump("", 200*time.Millisecond, nil)
+	if c.seen["svc:10.96.0.99:80"] || f.s.status.Load().Pending != 1 {
+		t.Fatalf("unknown name: received %v, pending %d", keys(c.seen), f.s.status.Load().Pending)
+	}
+	// Its Service appears: the proxy, still subscribed, receives it without asking again.
+	f.addService(svcObj("late", "10.96.0.99"))
+	c.pump("the late Service's cluster", 5*time.Second, func() bool { return c.have["svc:10.96.0.99:80"] })
+	if v := metricValue(t, f.reg, "svclb_ondemand_admitted_total"); v != 2 {
+		t.Fatalf("admitted_total %v, want 2", v)
+	}
+
+	// Cap 2: a third known name is refused over-cap and waits.
+	ask("svc:10.96.0.11:80")
+	eventually(t, "the over-cap refusal", func() bool { return refused("over-cap") == 1 })
+	c.pump("", 200*time.Millisecond, nil)
+	if c.seen["svc:10.96.0.11:80"] {
+		t.Fatal("an over-cap name was published")
+	}
+	// Unsubscribing one frees room: its cluster goes, the waiting name is admitted.
+	c.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesUnsubscribe: []string{"svc:10.96.0.10:80"}})
+	c.pump("the swap", 5*time.Second, func() bool { return !c.have["svc:10.96.0.10:80"] && c.have["svc:10.96.0.11:80"] })
+	if st := f.s.status.Load(); st.Demanded != 2 || st.Pending != 0 {
+		t.Fatalf("after unsubscribe: demanded %d pending %d", st.Demanded, st.Pending)
+	}
+
+	// A scan of 5000 unallocated addresses in the range: refused, counted, nothing published,
+	// pending bounded.
+	var scan []string
+	for i := range 5000 {
+		scan = append(scan, fmt.Sprintf("svc:10.96.%d.%d:80", 100+i/250, i%250+1))
+	}
+	ask(scan...)
+	eventually(t, "5000 refusals", func() bool { return refused("no-service") == 5001 })
+	eventually(t, "the status after the scan", func() bool { return f.s.status.Load().Pending == maxPending })
+	c.pump("", 200*time.Millisecond, nil)
+	if want := []string{"passthrough_original_dst", "svc:10.96.0.11:80", "svc:10.96.0.99:80"}; !slices.Equal(keys(c.have), want) || len(c.seen) != 4 {
+		t.Fatalf("after the scan the client holds %v (ever saw %d names), want %v", keys(c.have), len(c.seen), want)
+	}
+	if st := f.s.status.Load(); st.Clusters != 3 || st.Demanded != 2 {
+		t.Fatalf("status after the scan: %d clusters, %d demanded", st.Clusters, st.Demanded)
+	}
+	if v := metricValue(t, f.reg, "svclb_ondemand_pending_evicted_total"); v != 5000-maxPending {
+		t.Fatalf("pending evicted %v, want %d", v, 5000-maxPending)
+	}
+	if v := metricValue(t, f.reg, "svclb_ondemand_pending"); v != maxPending {
+		t.Fatalf("pending gauge %v", v)
+	}
+}
+
+// TestDemandFile: the admitted set survives a restart and is in the first snapshot; names no
+// longer known are dropped; a corrupt file is moved aside.
+func TestDemandFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "svclb", "demand.json")
+	f := newFixture(t)
+	f.s.configureDemand(CDSOnDemand, DefaultOnDemandMax, file)
+	for _, s := range []*corev1.Service{svcObj("web", "10.96.0.10"), svcObj("other", "10.96.0.11"), svcObj("gone", "10.96.0.12")} {
+		_ = f.services.Add(s)
+	}
+	f.sync(t)
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("a file was written with nothing admitted: %v", err)
+	}
+	f.s.ClusterDemand([]string{"svc:10.96.0.12:80", "svc:10.96.0.10:80", "svc:10.96.0.99:80"}, nil)
+	f.sync(t)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); got != `{"version":1,"clusters":["svc:10.96.0.10:80","svc:10.96.0.12:80"]}` {
+		t.Fatalf("demand file %s", got)
+	}
+
+	// Restart: Service "gone" was deleted meanwhile.
+	restart := func() *fixture {
+		g := newFixture(t)
+		g.s.configureDemand(CDSOnDemand, DefaultOnDemandMax, file)
+		_ = g.services.Add(svcObj("web", "10.96.0.10"))
+		_ = g.services.Add(svcObj("other", "10.96.0.11"))
+		g.s.restoreDemand()
+		g.sync(t)
+		return g
+	}
+	g := restart()
+	if len(g.pub.updates) != 1 {
+		t.Fatalf("%d pushes, want the first snapshot only", len(g.pub.updates))
+	}
+	if got := keys(g.pub.updates[0].Clusters); !slices.Equal(got, []string{"passthrough_original_dst", "svc:10.96.0.10:80"}) {
+		t.Fatalf("first snapshot after restart: %v", got)
+	}
+	if st := g.s.status.Load(); st.Demanded != 1 || st.Pending != 0 {
+		t.Fatalf("restored: demanded %d pending %d", st.Demanded, st.Pending)
+	}
+	if v := metricValue(t, g.reg, "svclb_ondemand_admitted_total"); v != 0 {
+		t.Errorf("restored names counted as requests: %v", v)
+	}
+	var df demandFile
+	if b, err := os.ReadFile(file); err != nil || json.Unmarshal(b, &df) != nil || !slices.Equal(df.Clusters, []string{"svc:10.96.0.10:80"}) {
+		t.Fatalf("file after a dropped name: %s %v", b, err)
+	}
+
+	// A corrupt file: moved aside, the agent starts empty and saves anew.
+	if err := os.WriteFile(file, []byte(`{"version":1,"clusters":["svc:10.96`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g = restart()
+	if st := g.s.status.Load(); st.Demanded != 0 {
+		t.Fatalf("corrupt file: demanded %d", st.Demanded)
+	}
+	if b, err := os.ReadFile(file + ".corrupt"); err != nil || !strings.Contains(string(b), "svc:10.96") {
+		t.Fatalf("corrupt file not kept aside: %v", err)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("corrupt file still in place: %v", err)
+	}
+	// An unknown version does not parse either.
+	if err := os.WriteFile(file, []byte(`{"version":2,"clusters":["svc:10.96.0.10:80"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadDemandFile(file); err == nil || !strings.Contains(err.Error(), "version 2") {
+		t.Fatalf("version 2 accepted: %v", err)
+	}
+}
+
+func TestPendingSetEvictsOldest(t *testing.T) {
+	p := newPendingSet(3)
+	for _, n := range []string{"a", "b", "c", "b"} {
+		if p.add(n) {
+			t.Fatalf("evicted on %s", n)
+		}
+	}
+	if !p.add("d") || !slices.Equal(p.names(), []string{"b", "c", "d"}) {
+		t.Fatalf("after eviction %v", p.names())
+	}
+	p.remove("c")
+	if p.add("e") || !slices.Equal(p.names(), []string{"b", "d", "e"}) || p.len() != 3 {
+		t.Fatalf("after remove %v", p.names())
+	}
+}
+
+func TestCDSModeOf(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tc := range []struct {
+		data map[string]string
+		def  CDSMode
+		want CDSMode
+	}{
+		{map[string]string{"cds": "on-demand"}, CDSProactive, CDSOnDemand},
+		{map[string]string{"cds": "proactive"}, CDSOnDemand, CDSProactive},
+		{map[string]string{}, CDSOnDemand, CDSOnDemand},
+		{map[string]string{"cds": "ondemand"}, CDSProactive, CDSProactive},
+	} {
+		if got := cdsModeOf(log, &corev1.ConfigMap{Data: tc.data}, tc.def); got != tc.want {
+			t.Errorf("%v (default %s): %s, want %s", tc.data, tc.def, got, tc.want)
+		}
+	}
+	if _, err := ParseCDSMode("On-Demand"); err == nil {
+		t.Error("ParseCDSMode accepted a misspelling")
+	}
+}
