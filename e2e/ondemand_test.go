@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/fixtures/echo"
@@ -164,6 +167,25 @@ func measureOnDemand(ctx context.Context, w any, run *evidence.Run) {
 		return
 	}
 
+	// Persisted demand, checked only where there is demand to persist (so
+	// never in a run that admitted nothing) and a demand file that outlives
+	// the pod.
+	persisted, persistNote := true, ""
+	if after.clusters[wl.cluster] && after.status.Demanded >= 1 {
+		var rs []echo.Result
+		persisted, persistNote, rs, err = checkPersistedDemand(ctx, wl, agent)
+		if err != nil {
+			fail(err)
+			return
+		}
+		tally(run, rs)
+	}
+	known, err := knownServicePorts(ctx)
+	if err != nil {
+		fail(err)
+		return
+	}
+
 	refusedRose := after.refused - before.refused
 	demandedRose := after.status.Demanded - before.status.Demanded
 	run.Counters = map[string]float64{
@@ -178,7 +200,7 @@ func measureOnDemand(ctx context.Context, w any, run *evidence.Run) {
 		firstOK && run.Replies == run.Attempts &&
 		after.status.Demanded >= 1 && demandedRose >= 1 &&
 		after.clusters[wl.cluster] && !after.clusters[wl.idleCluster] && len(elsewhere) == 0 &&
-		heldOK && refusedRose >= 1
+		heldOK && refusedRose >= 1 && persisted
 	run.MetRed = run.Attempts > 0 && run.Replies == 0 && demandedRose <= 0 && refusedRose == 0
 	run.Summary = fmt.Sprintf("%s; cds %s; %s before: %s, after: %s; demanded %d→%d; unallocated VIP: %s after %s; %s{no-service} +%g",
 		countsSummary(run), orNone(after.status.CDS), wl.cluster, holding(before.clusters[wl.cluster]), holding(after.clusters[wl.cluster]),
@@ -190,9 +212,161 @@ func measureOnDemand(ctx context.Context, w any, run *evidence.Run) {
 		fmt.Sprintf("%s's proxy: %d svc: clusters before, %d after (undialled %s: %s); pending %d→%d",
 			node, countSvc(before.clusters), countSvc(after.clusters), wl.idleCluster, holding(after.clusters[wl.idleCluster]),
 			before.status.Pending, after.status.Pending))
+	run.Notes = append(run.Notes, fmt.Sprintf("bounded: %s's proxy holds %d svc: cluster(s); the cluster has %d Service ports (proactive mode publishes all of them)",
+		node, countSvc(after.clusters), known))
+	if persistNote != "" {
+		run.Notes = append(run.Notes, persistNote)
+	}
 	if len(elsewhere) > 0 {
 		run.Notes = append(run.Notes, fmt.Sprintf("%s also on %s, whose pods never dialled it", wl.cluster, strings.Join(elsewhere, ", ")))
 	}
+}
+
+// demandDir is where the agent's --demand-file lives by default
+// (/var/lib/svclb/demand.json): a hostPath, so the demand outlives the pod.
+const demandDir = "/var/lib/svclb"
+
+// checkPersistedDemand deletes the node DaemonSet's pod on the dialling node
+// and checks, before any new connection, that the new agent reports the
+// demand (demanded ≥ 1) and the new proxy holds the dialled Service's cluster
+// (its wildcard CDS subscription received the persisted name); then, once the
+// client's capture listener is bound again, that a connection gets a reply.
+// It returns ok=true with a note when the DaemonSet mounts no demandDir from
+// the host: the check cannot pass there, and the note says why it did not run.
+func checkPersistedDemand(ctx context.Context, wl *onDemandWorkload, oldPod string) (ok bool, note string, rs []echo.Result, err error) {
+	node := wl.client.Spec.NodeName
+	mounted, err := nodeMountsHostDir(ctx, demandDir)
+	if err != nil {
+		return false, "", nil, err
+	}
+	if !mounted {
+		return true, fmt.Sprintf("persisted demand NOT checked: DaemonSet %s mounts no hostPath %s into the agent (fixtures/manifests)", nodeDaemonSet, demandDir), nil, nil
+	}
+	t0 := time.Now()
+	if err := suite.cluster.CS.CoreV1().Pods(systemNS).Delete(ctx, oldPod, metav1.DeleteOptions{}); err != nil {
+		return false, "", nil, fmt.Errorf("delete %s: %w", oldPod, err)
+	}
+	var pod string
+	var st *agentStatus
+	var cl map[string]bool
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if pod, err = agentPodOn(ctx, node); err != nil || pod == oldPod {
+			last = fmt.Sprintf("no new %s pod on %s yet", nodeDaemonSet, node)
+			return false, nil
+		}
+		if st, err = getAgentStatus(ctx, pod); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if cl, err = proxyClusters(ctx, node); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = fmt.Sprintf("agent %s: cds %s, demanded %d; proxy holds %s: %v", pod, st.CDS, st.Demanded, wl.cluster, cl[wl.cluster])
+		return st.CDS == "on-demand" && st.Demanded >= 1 && cl[wl.cluster], nil
+	})
+	restarted := time.Since(t0)
+	if err != nil {
+		return false, fmt.Sprintf("after deleting %s: %s", oldPod, last), nil, nil
+	}
+	if err := waitListenerBound(ctx, node, "capture~"+wl.client.Namespace+"~"+wl.client.Name); err != nil {
+		return false, "", nil, err
+	}
+	rs, err = dial(ctx, wl.client, wl.to, dialOpts{count: 1, timeout: onDemandDialTimeout})
+	if err != nil {
+		return false, "", nil, err
+	}
+	ok = len(rs) == 1 && rs[0].OK
+	note = fmt.Sprintf("persisted demand: %s deleted; %.1fs later, before any new connection, the new agent reports demanded %d and the new proxy holds %s; then %s",
+		oldPod, restarted.Seconds(), st.Demanded, wl.cluster, outcomeOf(rs))
+	if len(rs) == 1 {
+		note += fmt.Sprintf(" in %.0f ms", rs[0].Millis)
+	}
+	return ok, note, rs, nil
+}
+
+// nodeMountsHostDir reports whether the node DaemonSet's agent container
+// mounts dir from a hostPath volume.
+func nodeMountsHostDir(ctx context.Context, dir string) (bool, error) {
+	ds, err := suite.cluster.CS.AppsV1().DaemonSets(systemNS).Get(ctx, nodeDaemonSet, metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Errorf("get daemonset %s: %w", nodeDaemonSet, err)
+	}
+	host := map[string]bool{}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.HostPath != nil && v.HostPath.Path == dir {
+			host[v.Name] = true
+		}
+	}
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name != "agent" {
+			continue
+		}
+		for _, m := range c.VolumeMounts {
+			if host[m.Name] && m.MountPath == dir {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// waitListenerBound waits until the node proxy on node reports the listener
+// bound (admin /listeners?format=json).
+func waitListenerBound(ctx context.Context, node, name string) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		b, err := suite.cluster.NodeGet(ctx, node, proxyAdminPort, "/listeners?format=json")
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		var ls struct {
+			Statuses []struct {
+				Name  string `json:"name"`
+				Bound bool   `json:"bound"`
+				Error string `json:"error"`
+			} `json:"listener_statuses"`
+		}
+		if err := json.Unmarshal(b, &ls); err != nil {
+			return false, fmt.Errorf("node proxy /listeners on %s: %w", node, err)
+		}
+		for _, l := range ls.Statuses {
+			if l.Name == name {
+				last = fmt.Sprintf("bound %v %s", l.Bound, l.Error)
+				return l.Bound, nil
+			}
+		}
+		last = "not listed"
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("listener %s on %s: %w (%s)", name, node, err, last)
+	}
+	return nil
+}
+
+// knownServicePorts counts the TCP ports of IPv4 ClusterIP Services in the
+// cluster: what proactive mode publishes to every node.
+func knownServicePorts(ctx context.Context) (int, error) {
+	svcs, err := suite.cluster.CS.CoreV1().Services(corev1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("list Services: %w", err)
+	}
+	n := 0
+	for _, s := range svcs.Items {
+		ip, err := netip.ParseAddr(s.Spec.ClusterIP)
+		if err != nil || !ip.Is4() {
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			if p.Protocol == corev1.ProtocolTCP {
+				n++
+			}
+		}
+	}
+	return n, nil
 }
 
 // onDemandHeld says how long the proxy held the connection to a name the
