@@ -72,13 +72,16 @@ var _ = defineLeg(leg{
 	},
 	measure: func(ctx context.Context, w any, run *evidence.Run) {
 		aw := w.(*affinityWorkload)
-		// The pods dial at once: the probes are independent, and ten
-		// sequential execs would cost ten exec round trips.
+		// A few pods dial at a time: ten sequential execs cost ten exec
+		// round trips, ten at once starve a loaded 2-core machine (a full
+		// suite run saw 2 s attempts time out). The timeout is generous for
+		// the same reason: this leg is about where replies come from, not
+		// how fast.
 		jobs := make([]dialJob, len(aw.clients))
 		for i := range aw.clients {
-			jobs[i] = dialJob{client: &aw.clients[i], to: aw.to, o: dialOpts{count: 8, interval: 50 * time.Millisecond, timeout: 2 * time.Second}}
+			jobs[i] = dialJob{client: &aw.clients[i], to: aw.to, o: dialOpts{count: 8, interval: 50 * time.Millisecond, timeout: 5 * time.Second}}
 		}
-		rss, err := dialAll(ctx, jobs)
+		rss, err := dialAll(ctx, jobs, 3)
 		if err != nil {
 			run.Error = err.Error()
 			return

@@ -48,13 +48,13 @@ type dialJob struct {
 	o      dialOpts
 }
 
-// dialAll runs the jobs concurrently (at most maxParallelDials at a time) and
-// returns their results in job order: a probe whose attempts each wait for a
-// timeout then costs about one timeout instead of their sum.
-func dialAll(ctx context.Context, jobs []dialJob) ([][]echo.Result, error) {
+// dialAll runs the jobs, at most parallel (capped at maxParallelDials) at a
+// time, and returns their results in job order: a probe whose attempts each
+// wait for a timeout then costs about one timeout instead of their sum.
+func dialAll(ctx context.Context, jobs []dialJob, parallel int) ([][]echo.Result, error) {
 	out := make([][]echo.Result, len(jobs))
 	errs := make([]error, len(jobs))
-	sem := make(chan struct{}, maxParallelDials)
+	sem := make(chan struct{}, max(1, min(parallel, maxParallelDials)))
 	var wg sync.WaitGroup
 	for i, j := range jobs {
 		wg.Add(1)

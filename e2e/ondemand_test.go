@@ -136,7 +136,7 @@ func measureOnDemand(ctx context.Context, w any, run *evidence.Run) {
 	rss, err := dialAll(ctx, []dialJob{
 		{client: wl.client, to: wl.to, o: dialOpts{count: 1, timeout: onDemandDialTimeout}},
 		{client: wl.client, to: wl.noSvcTo, o: dialOpts{count: 1, timeout: onDemandDialTimeout}},
-	})
+	}, 2)
 	if err != nil {
 		fail(err)
 		return

@@ -107,7 +107,7 @@ func refuseLeg(name, reason, setup string, prepare func(ctx context.Context) (to
 					jobs = append(jobs, dialJob{client: &suite.clients[i], to: wl.to, o: dialOpts{count: 1, timeout: 3 * time.Second}})
 				}
 			}
-			rss, err := dialAll(ctx, jobs)
+			rss, err := dialAll(ctx, jobs, len(jobs))
 			if err != nil {
 				run.Error = err.Error()
 				return
