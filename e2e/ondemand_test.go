@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -98,6 +99,7 @@ type onDemandState struct {
 	status   *agentStatus
 	refused  float64 // svclb_ondemand_refused_total{reason="no-service"}
 	clusters map[string]bool
+	stats    map[string]int64 // the proxy's /stats
 }
 
 func readOnDemandState(ctx context.Context, agentPod, node string) (*onDemandState, error) {
@@ -113,7 +115,41 @@ func readOnDemandState(ctx context.Context, agentPod, node string) (*onDemandSta
 	if err != nil {
 		return nil, err
 	}
-	return &onDemandState{status: st, refused: m.Sum(onDemandRefusedMetric, map[string]string{"reason": "no-service"}), clusters: cl}, nil
+	b, err := suite.cluster.NodeGet(ctx, node, proxyAdminPort, "/stats")
+	if err != nil {
+		return nil, fmt.Errorf("node proxy admin: %w", err)
+	}
+	stats, err := parseStats(b)
+	if err != nil {
+		return nil, fmt.Errorf("node proxy /stats on %s: %w", node, err)
+	}
+	return &onDemandState{status: st, refused: m.Sum(onDemandRefusedMetric, map[string]string{"reason": "no-service"}), clusters: cl, stats: stats}, nil
+}
+
+// The cap_svc tcp_proxy's on-demand counters (Envoy's names,
+// source/common/tcp_proxy/tcp_proxy.h ALL_TCP_PROXY_STATS).
+const (
+	statOnDemandSuccess = "tcp.cap_svc.on_demand_cluster_success"
+	statOnDemandTimeout = "tcp.cap_svc.on_demand_cluster_timeout"
+)
+
+// parseStats reads Envoy's /stats text format, "name: value" per line; lines
+// whose value is not an integer (histograms) are skipped.
+func parseStats(b []byte) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, v, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+			out[name] = n
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no counters in %s", truncate(string(b), 200))
+	}
+	return out, nil
 }
 
 func measureOnDemand(ctx context.Context, w any, run *evidence.Run) {
@@ -186,21 +222,25 @@ func measureOnDemand(ctx context.Context, w any, run *evidence.Run) {
 		return
 	}
 
+	heldOnce := after.stats[statOnDemandSuccess] - before.stats[statOnDemandSuccess]
+	timedOut := after.stats[statOnDemandTimeout] - before.stats[statOnDemandTimeout]
 	refusedRose := after.refused - before.refused
 	demandedRose := after.status.Demanded - before.status.Demanded
 	run.Counters = map[string]float64{
 		fmt.Sprintf("%s{reason=%q} on %s", onDemandRefusedMetric, "no-service", node): refusedRose,
 		"agent /status demanded on " + node:                                           float64(demandedRose),
+		statOnDemandSuccess + " on " + node:                                           float64(heldOnce),
+		statOnDemandTimeout + " on " + node:                                           float64(timedOut),
 	}
 	firstOK := len(first) == 1 && first[0].OK
 	held, heldOK := onDemandHeld(noSvc)
 	onDemand := before.status.CDS == "on-demand" && after.status.CDS == "on-demand"
 	run.MetGreen = onDemand &&
 		!before.clusters[wl.cluster] && // nothing asked for it yet
-		firstOK && run.Replies == run.Attempts &&
+		firstOK && run.Replies == run.Attempts && heldOnce >= 1 &&
 		after.status.Demanded >= 1 && demandedRose >= 1 &&
 		after.clusters[wl.cluster] && !after.clusters[wl.idleCluster] && len(elsewhere) == 0 &&
-		heldOK && refusedRose >= 1 && persisted
+		heldOK && timedOut >= 1 && refusedRose >= 1 && persisted
 	run.MetRed = run.Attempts > 0 && run.Replies == 0 && demandedRose <= 0 && refusedRose == 0
 	run.Summary = fmt.Sprintf("%s; cds %s; %s before: %s, after: %s; demanded %d→%d; unallocated VIP: %s after %s; %s{no-service} +%g",
 		countsSummary(run), orNone(after.status.CDS), wl.cluster, holding(before.clusters[wl.cluster]), holding(after.clusters[wl.cluster]),

@@ -110,3 +110,14 @@ func TestDecodeClusters(t *testing.T) {
 		}
 	}
 }
+
+func TestParseStats(t *testing.T) {
+	st, err := parseStats([]byte("tcp.cap_svc.on_demand_cluster_success: 2\ncluster.svc.a.b.80.upstream_cx_total: 7\n" +
+		"cluster.x.upstream_cx_length_ms: P0(nan,1) P25(nan,2)\n\n"))
+	if err != nil || st["tcp.cap_svc.on_demand_cluster_success"] != 2 || st["cluster.svc.a.b.80.upstream_cx_total"] != 7 || len(st) != 2 {
+		t.Fatalf("parseStats: %v, %v", st, err)
+	}
+	if _, err := parseStats([]byte("<html>not stats</html>")); err == nil {
+		t.Fatal("no counters must be an error")
+	}
+}
