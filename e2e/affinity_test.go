@@ -11,7 +11,25 @@ import (
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 )
 
-const affinityClients = 6
+// affinityClients is the number of meshed client pods on one node, and
+// affinityBackends the echo backends behind the Service.
+//
+// What can and cannot flake. Each pod sticking to one backend is
+// deterministic in both runs (a fixed hash key and a fixed backend set). Red
+// putting every pod on one backend is deterministic too: kube-proxy's affinity
+// key is the node's address, the same for every pod. Green spreading the pods
+// is chance: the proxy hashes each pod's own address onto a ring where every
+// backend owns about a third (RING_HASH, min_ring_size 1024: shares within a
+// few percent of 1/3), so all N pods land on one backend with probability
+// about 3·(1/3)^N. With 6 pods that was 1/243 per run; with 10 it is
+// 1/19683 (and at most ~1/16000 with shares skewed to 0.36/0.33/0.31). The pod
+// addresses and the backends are fixed for the leg, so a re-run with new pods
+// draws again; the remaining chance is of a false failure, never of a false
+// pass.
+const (
+	affinityClients  = 10
+	affinityBackends = 3
+)
 
 type affinityWorkload struct {
 	to      string
@@ -23,14 +41,14 @@ type affinityWorkload struct {
 // node shares one source address, so all of them land on one backend.
 var _ = defineLeg(leg{
 	name: "affinity",
-	setup: fmt.Sprintf("sessionAffinity ClientIP, 3 echo backends, %d meshed client pods on one worker; kube-proxy objects left in place "+
-		"(red shows kube-proxy's affinity through the passthrough)", affinityClients),
+	setup: fmt.Sprintf("sessionAffinity ClientIP, %d echo backends, %d meshed client pods on one worker; kube-proxy objects left in place "+
+		"(red shows kube-proxy's affinity through the passthrough)", affinityBackends, affinityClients),
 	redExpect:  "each pod sticks, but every pod of the node lands on the same backend (kube-proxy sees only the node's address)",
 	greenMeans: "each pod sticks to one backend, and the pods are not all on one backend",
 	timeout:    6 * time.Minute,
 	prepare: func(ctx context.Context) (any, error) {
 		node := workers()[0].Name
-		dep := echoDeployment("aff", backendOpts{replicas: 3})
+		dep := echoDeployment("aff", backendOpts{replicas: affinityBackends})
 		svc := legService("aff", svcOpts{selector: dep.Spec.Selector.MatchLabels, mutate: func(s *corev1.Service) {
 			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 		}})
@@ -43,7 +61,7 @@ var _ = defineLeg(leg{
 		if err := create(ctx, objs...); err != nil {
 			return nil, err
 		}
-		if _, err := waitPodsReady(ctx, "app=aff", 3, 2*time.Minute); err != nil {
+		if _, err := waitPodsReady(ctx, "app=aff", affinityBackends, 2*time.Minute); err != nil {
 			return nil, err
 		}
 		clients, err := waitPodsReady(ctx, "role=aff-client", affinityClients, 3*time.Minute)
@@ -54,14 +72,23 @@ var _ = defineLeg(leg{
 	},
 	measure: func(ctx context.Context, w any, run *evidence.Run) {
 		aw := w.(*affinityWorkload)
+		// A few pods dial at a time: ten sequential execs cost ten exec
+		// round trips, ten at once starve a loaded 2-core machine (a full
+		// suite run saw 2 s attempts time out). The timeout is generous for
+		// the same reason: this leg is about where replies come from, not
+		// how fast.
+		jobs := make([]dialJob, len(aw.clients))
+		for i := range aw.clients {
+			jobs[i] = dialJob{client: &aw.clients[i], to: aw.to, o: dialOpts{count: 8, interval: 50 * time.Millisecond, timeout: 5 * time.Second}}
+		}
+		rss, err := dialAll(ctx, jobs, 3)
+		if err != nil {
+			run.Error = err.Error()
+			return
+		}
 		sticky := 0
 		perPod := map[string]string{}
-		for _, c := range aw.clients {
-			rs, err := dial(ctx, &c, aw.to, dialOpts{count: 8, interval: 50 * time.Millisecond, timeout: 2 * time.Second})
-			if err != nil {
-				run.Error = err.Error()
-				return
-			}
+		for i, rs := range rss {
 			tally(run, rs)
 			seen := map[string]bool{}
 			for _, r := range rs {
@@ -69,10 +96,10 @@ var _ = defineLeg(leg{
 					seen[r.Reply.Pod] = true
 				}
 			}
-			if len(seen) == 1 && run.Replies > 0 {
+			if len(seen) == 1 {
 				sticky++
 				for b := range seen {
-					perPod[c.Name] = b
+					perPod[aw.clients[i].Name] = b
 				}
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,43 @@ func dial(ctx context.Context, client *corev1.Pod, to string, o dialOpts) ([]ech
 		return nil, err
 	}
 	return parseDial(out)
+}
+
+// maxParallelDials bounds the concurrent execs of dialAll: each is a stream
+// through the apiserver and the kubelet, on a small shared machine.
+const maxParallelDials = 16
+
+// dialJob is one `svclb-echo dial` exec.
+type dialJob struct {
+	client *corev1.Pod
+	to     string
+	o      dialOpts
+}
+
+// dialAll runs the jobs, at most parallel (capped at maxParallelDials) at a
+// time, and returns their results in job order: a probe whose attempts each
+// wait for a timeout then costs about one timeout instead of their sum.
+func dialAll(ctx context.Context, jobs []dialJob, parallel int) ([][]echo.Result, error) {
+	out := make([][]echo.Result, len(jobs))
+	errs := make([]error, len(jobs))
+	sem := make(chan struct{}, max(1, min(parallel, maxParallelDials)))
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i], errs[i] = dial(ctx, j.client, j.to, j.o)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func parseDial(out string) ([]echo.Result, error) {

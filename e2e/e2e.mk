@@ -1,6 +1,7 @@
 # e2e/e2e.mk: the acceptance legs. Included by the root Makefile (REPO, OUT, GO).
 #   make e2e-svc                      cluster + images + every leg, red then green; reports in _artifacts/
-#   make e2e-svc LEGS=reach           only the legs whose label matches (Ginkgo label filter)
+#   make e2e-svc LEGS=reach           only the legs whose label matches (Ginkgo label filter;
+#                                     LEGS="reach affinity" means either)
 #   make e2e-svc KEEP_CLUSTER=1       reuse the cluster and leave it (and the legs' namespace) running
 #   make e2e-svc PROXY=builtin|envoy  node proxy; default: Envoy if its image can be pulled, else built-in
 

@@ -3,9 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,8 +65,42 @@ func dsDone(ds *appsv1.DaemonSet) bool {
 		st.UpdatedNumberScheduled == st.DesiredNumberScheduled && st.NumberReady == st.DesiredNumberScheduled
 }
 
+// annotationImageIDs carries the IDs of a DaemonSet's images in its pod
+// template. The images are tagged :dev and kind-loaded, so on a kept cluster
+// (KEEP_CLUSTER=1) a rebuilt image changes nothing in the spec and the
+// running pods would keep the old binaries; with the IDs in the template, a
+// rebuild rolls the DaemonSet.
+const annotationImageIDs = "svclb.dev/image-ids"
+
+// stampImageIDs sets annotationImageIDs on every DaemonSet in objs from the
+// local Docker's image IDs (what `make images` built and kind loaded). An
+// image Docker does not have is stamped "?": it cannot have been rebuilt.
+func stampImageIDs(ctx context.Context, objs []client.Object) {
+	for _, o := range objs {
+		ds, ok := o.(*appsv1.DaemonSet)
+		if !ok {
+			continue
+		}
+		spec := &ds.Spec.Template.Spec
+		var ids []string
+		for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
+			id := "?"
+			if out, err := exec.CommandContext(ctx, "docker", "image", "inspect", "--format", "{{.Id}}", c.Image).Output(); err == nil {
+				id = strings.TrimPrefix(strings.TrimSpace(string(out)), "sha256:")
+				id = id[:min(12, len(id))]
+			}
+			ids = append(ids, c.Name+"="+id)
+		}
+		if ds.Spec.Template.Annotations == nil {
+			ds.Spec.Template.Annotations = map[string]string{}
+		}
+		ds.Spec.Template.Annotations[annotationImageIDs] = strings.Join(ids, ",")
+	}
+}
+
 func deployGuard(ctx context.Context, _ *envconf.Config) (context.Context, error) {
 	objs, dsName := guardObjects()
+	stampImageIDs(ctx, objs)
 	if err := applyObjects(ctx, "guard", objs); err != nil {
 		return ctx, err
 	}
@@ -75,6 +112,7 @@ func deployNode(ctx context.Context, _ *envconf.Config) (context.Context, error)
 	if err != nil {
 		return ctx, err
 	}
+	stampImageIDs(ctx, objs)
 	if err := applyObjects(ctx, "node", objs); err != nil {
 		return ctx, err
 	}

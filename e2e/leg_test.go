@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,7 +32,12 @@ type leg struct {
 	// the Phase flags must not change traffic outside the Service range); it
 	// passes when both runs meet the green condition.
 	control bool
-	timeout time.Duration
+	// agentConfig, when set, gives more keys of the agent's ConfigMap per run
+	// (on: the green run), applied together with the Phase flags. The red
+	// run's values are restored after the leg, pass or fail: the other legs
+	// share the cluster.
+	agentConfig func(on bool) map[string]string
+	timeout     time.Duration
 }
 
 // defineLeg registers a leg as one Ordered container labelled with the leg's
@@ -52,12 +59,21 @@ func defineLeg(l leg) bool {
 
 		It("is red with the agent's Phase flags off and green with them on", func(ctx SpecContext) {
 			t0 := time.Now()
+			if l.agentConfig != nil {
+				DeferCleanup(func(ctx SpecContext) {
+					Expect(setAgentConfig(ctx, l.agentConfig(false))).To(Succeed(), "leg %s: restoring the agent's config", l.name)
+				}, NodeTimeout(2*time.Minute))
+			}
 			rec := &evidence.Leg{Name: l.name, Setup: l.setup, RedExpect: l.redExpect, GreenMeans: l.greenMeans}
 			for _, mode := range []evidence.Mode{evidence.Red, evidence.Green} {
 				on := mode == evidence.Green
-				progress("leg %s: %s run: setting phase1=%v phase2=%v", l.name, mode, on, on)
+				want := map[string]string{"phase1": strconv.FormatBool(on), "phase2": strconv.FormatBool(on)}
+				if l.agentConfig != nil {
+					maps.Copy(want, l.agentConfig(on))
+				}
+				progress("leg %s: %s run: setting %v", l.name, mode, want)
 				run := &evidence.Run{Mode: mode, Started: time.Now()}
-				if err := setPhases(ctx, on, on); err != nil {
+				if err := setAgentConfig(ctx, want); err != nil {
 					run.Error = err.Error()
 				} else {
 					// The agent's /status says it rendered the flip; the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -49,12 +50,15 @@ func guardPods(ctx context.Context) ([]corev1.Pod, error) {
 }
 
 // agentStatus is the part of the agent's /status the suite relies on: the
-// effective phases (top level, or under "phases") and the snapshot version.
+// effective phases (top level, or under "phases"), the snapshot version, and
+// the on-demand CDS state (absent before on-demand mode existed: CDS empty).
 type agentStatus struct {
-	Node            string
-	Phase1, Phase2  bool
-	SnapshotVersion string
-	raw             []byte
+	Node              string
+	Phase1, Phase2    bool
+	SnapshotVersion   string
+	CDS               string
+	Demanded, Pending int
+	raw               []byte
 }
 
 func getAgentStatus(ctx context.Context, pod string) (*agentStatus, error) {
@@ -79,6 +83,9 @@ func decodeAgentStatus(b []byte) (*agentStatus, error) {
 		NodeName string          `json:"nodeName"`
 		Phases   *phases         `json:"phases"`
 		Version  json.RawMessage `json:"snapshotVersion"`
+		CDS      string          `json:"cds"`
+		Demanded int             `json:"demanded"`
+		Pending  int             `json:"pending"`
 		phases
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -91,11 +98,26 @@ func decodeAgentStatus(b []byte) (*agentStatus, error) {
 	if p.Phase1 == nil || p.Phase2 == nil {
 		return nil, fmt.Errorf("no phase1/phase2 in %s", truncate(string(b), 200))
 	}
-	s := &agentStatus{Node: raw.Node, Phase1: *p.Phase1, Phase2: *p.Phase2, SnapshotVersion: strings.Trim(string(raw.Version), `"`), raw: b}
+	s := &agentStatus{Node: raw.Node, Phase1: *p.Phase1, Phase2: *p.Phase2, SnapshotVersion: strings.Trim(string(raw.Version), `"`),
+		CDS: raw.CDS, Demanded: raw.Demanded, Pending: raw.Pending, raw: b}
 	if s.Node == "" {
 		s.Node = raw.NodeName
 	}
 	return s, nil
+}
+
+// applied reports whether an agent's /status shows ConfigMap key k = v in
+// effect.
+func (s *agentStatus) applied(k, v string) bool {
+	switch k {
+	case "phase1":
+		return strconv.FormatBool(s.Phase1) == v
+	case "phase2":
+		return strconv.FormatBool(s.Phase2) == v
+	case "cds":
+		return s.CDS == v
+	}
+	return false
 }
 
 func truncate(s string, n int) string {
@@ -105,12 +127,18 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// setPhases writes the agent's flags and waits until every node's agent
-// reports them: the agent re-renders without restarting, so the only proof
-// that a flip took effect is its own /status.
+// setPhases writes the agent's Phase flags and waits until every node's
+// agent reports them.
 func setPhases(ctx context.Context, p1, p2 bool) error {
+	return setAgentConfig(ctx, map[string]string{"phase1": strconv.FormatBool(p1), "phase2": strconv.FormatBool(p2)})
+}
+
+// setAgentConfig writes keys of the agent's ConfigMap and waits until every
+// node's agent reports them (agentStatus.applied): the agent re-renders
+// without restarting, so the only proof that a flip took effect is its own
+// /status.
+func setAgentConfig(ctx context.Context, want map[string]string) error {
 	cms := suite.cluster.CS.CoreV1().ConfigMaps(systemNS)
-	want := map[string]string{"phase1": strconv.FormatBool(p1), "phase2": strconv.FormatBool(p2)}
 	cm, err := cms.Get(ctx, agentConfig, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -137,6 +165,11 @@ func setPhases(ctx context.Context, p1, p2 bool) error {
 			}
 		}
 	}
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k+"="+want[k])
+	}
+	sort.Strings(keys)
 	t0 := time.Now()
 	var last string
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -155,16 +188,18 @@ func setPhases(ctx context.Context, p1, p2 bool) error {
 				last = err.Error()
 				return false, nil
 			}
-			if s.Phase1 != p1 || s.Phase2 != p2 {
-				last = fmt.Sprintf("agent %s on %s reports phase1=%v phase2=%v", p.Name, p.Spec.NodeName, s.Phase1, s.Phase2)
-				return false, nil
+			for k, v := range want {
+				if !s.applied(k, v) {
+					last = fmt.Sprintf("agent %s on %s does not report %s=%s: %s", p.Name, p.Spec.NodeName, k, v, truncate(string(s.raw), 200))
+					return false, nil
+				}
 			}
 		}
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for every agent to apply phase1=%v phase2=%v: %w (last: %s)", p1, p2, err, last)
+		return fmt.Errorf("waiting for every agent to apply %s: %w (last: %s)", strings.Join(keys, " "), err, last)
 	}
-	progress("phases phase1=%v phase2=%v applied on every node in %s", p1, p2, time.Since(t0).Round(10*time.Millisecond))
+	progress("agent config %s applied on every node in %s", strings.Join(keys, " "), time.Since(t0).Round(10*time.Millisecond))
 	return nil
 }

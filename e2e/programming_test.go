@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -31,19 +30,13 @@ func programmingHistograms(ctx context.Context) (agent, kp kube.Histogram, err e
 		agent = addHist(agent, m.Histogram(agentProgMetric, nil))
 	}
 	// kube-proxy serves metrics on 127.0.0.1:10249 of each node (kubeadm's
-	// default), out of the apiserver proxy's reach: read it on the node, with
-	// bash's /dev/tcp because the node image has no curl.
+	// default), out of the apiserver proxy's reach: read it on the node.
 	for _, n := range suite.nodes {
-		out, err := suite.cluster.NodeExec(ctx, n.Name, "bash", "-c",
-			fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d; printf 'GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3; cat <&3`, kubeProxyMetrics))
+		body, err := suite.cluster.NodeGet(ctx, n.Name, kubeProxyMetrics, "/metrics")
 		if err != nil {
-			return agent, kp, fmt.Errorf("kube-proxy metrics on %s: %w", n.Name, err)
+			return agent, kp, fmt.Errorf("kube-proxy metrics: %w", err)
 		}
-		_, body, ok := strings.Cut(out, "\r\n\r\n")
-		if !ok {
-			return agent, kp, fmt.Errorf("kube-proxy metrics on %s: no HTTP body in %q", n.Name, truncate(out, 200))
-		}
-		m, err := kube.ParseMetrics([]byte(body))
+		m, err := kube.ParseMetrics(body)
 		if err != nil {
 			return agent, kp, fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
 		}

@@ -14,7 +14,15 @@ import (
 	"github.com/aether-mesh/svclb/e2e/internal/kube"
 )
 
-const refusedMetric = "svclb_svc_refused_total"
+const (
+	refusedMetric = "svclb_svc_refused_total"
+	// refuseAttemptsPerClient is how many connections each meshed client
+	// makes in a refusal leg.
+	refuseAttemptsPerClient = 5
+	// refusalCountWait bounds the wait for the agent's counter to reach the
+	// attempts (a red run, which must count nothing, waits all of it).
+	refusalCountWait = 5 * time.Second
+)
 
 // agentScrape reads and parses every agent's /metrics.
 func agentScrape(ctx context.Context) ([]kube.Metrics, error) {
@@ -24,17 +32,26 @@ func agentScrape(ctx context.Context) ([]kube.Metrics, error) {
 	}
 	var out []kube.Metrics
 	for _, p := range pods {
-		b, err := suite.cluster.PodGet(ctx, systemNS, p.Name, agentPort, "/metrics")
+		m, err := agentMetrics(ctx, p.Name)
 		if err != nil {
 			return nil, err
-		}
-		m, err := kube.ParseMetrics(b)
-		if err != nil {
-			return nil, fmt.Errorf("agent %s: %w", p.Name, err)
 		}
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// agentMetrics reads and parses one agent's /metrics.
+func agentMetrics(ctx context.Context, pod string) (kube.Metrics, error) {
+	b, err := suite.cluster.PodGet(ctx, systemNS, pod, agentPort, "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	m, err := kube.ParseMetrics(b)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", pod, err)
+	}
+	return m, nil
 }
 
 // refusals sums svclb_svc_refused_total over every agent per reason, for one
@@ -79,14 +96,31 @@ func refuseLeg(name, reason, setup string, prepare func(ctx context.Context) (to
 				run.Error = err.Error()
 				return
 			}
-			dialFromEveryClient(ctx, run, wl.to, dialOpts{count: 5, interval: 50 * time.Millisecond, timeout: 3 * time.Second})
-			if run.Error != "" {
+			// Every attempt its own connection, all at once: an attempt that
+			// is neither refused nor answered (refuse-no-service red: with
+			// Phase 1 off an unallocated VIP has no REJECT element) waits for
+			// its timeout, and these waits overlap instead of adding up. The
+			// count is the same, so the exact-match check below loses nothing.
+			var jobs []dialJob
+			for i := range suite.clients {
+				for range refuseAttemptsPerClient {
+					jobs = append(jobs, dialJob{client: &suite.clients[i], to: wl.to, o: dialOpts{count: 1, timeout: 3 * time.Second}})
+				}
+			}
+			rss, err := dialAll(ctx, jobs, len(jobs))
+			if err != nil {
+				run.Error = err.Error()
 				return
 			}
-			// The agent counts from the proxy's access log stream: give it a
-			// moment, and accept only an exact match.
+			for _, rs := range rss {
+				tally(run, rs)
+			}
+			// The agent counts from the proxy's access log stream, which
+			// Envoy flushes every second (CommonGrpcAccessLogConfig
+			// buffer_flush_interval default, api/envoy/extensions/access_loggers/grpc/v3/als.proto):
+			// give it a few flushes, and accept only an exact match.
 			var after map[string]float64
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(refusalCountWait)
 			for {
 				if after, err = refusals(ctx, wl.ns, wl.svc); err != nil {
 					run.Error = err.Error()

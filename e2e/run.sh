@@ -91,6 +91,17 @@ if [ "$PROXY" = envoy ]; then
   timed "envoy image load" "$KIND" load docker-image --name "$CLUSTER" "$ENVOY_IMAGE" || fail_early "kind load $ENVOY_IMAGE failed"
 fi
 
+# LEGS is a Ginkgo label filter; a plain list of leg names (LEGS="reach affinity")
+# means any of them: Ginkgo would read it as one label and run nothing.
+legs_filter=${LEGS:-}
+case "$legs_filter" in
+*[\&\|\!\(\),/:]*) ;;
+*)
+  read -ra names <<<"$legs_filter"
+  legs_filter=$(IFS=,; echo "${names[*]}")
+  ;;
+esac
+
 # The suite: a go test binary (no ginkgo CLI needed; Ginkgo's flags are the same).
 kind_version=$("$KIND" version 2>/dev/null | awk '{print $2}')
 envoy_version=n/a
@@ -105,7 +116,7 @@ timed "suite build" $GO test -c -o "$REPO/_output/e2e.test" ./e2e/ || fail_early
       SVCLB_ARTIFACTS="$ARTIFACTS" SVCLB_PROXY="$PROXY" SVCLB_PROXY_CHOICE="$choice" SVCLB_ENVOY_IMAGE="$ENVOY_IMAGE" SVCLB_E2E_START="$T0" \
       SVCLB_KIND_VERSION="$kind_version" SVCLB_ENVOY_VERSION="$envoy_version" KEEP_CLUSTER="${KEEP_CLUSTER:-}" \
       "$REPO/_output/e2e.test" -test.run '^TestE2E$' -test.count=1 -test.timeout "${TIMEOUT:-45m}" -test.v \
-      -ginkgo.v -ginkgo.label-filter="${LEGS:-}" \
+      -ginkgo.v -ginkgo.label-filter="$legs_filter" \
       -ginkgo.junit-report="$ARTIFACTS/junit.xml" -ginkgo.json-report="$ARTIFACTS/ginkgo.json"
 ) 2>&1 | tee "$ARTIFACTS/e2e.log"
 suite_rc=${PIPESTATUS[0]}

@@ -239,6 +239,7 @@ type Set struct {
 var LegOrder = []string{
 	"reach", "reach-after-resync", "refuse-no-endpoints", "refuse-port-not-declared",
 	"refuse-no-service", "drain", "affinity", "itp-local", "topology", "passthrough",
+	"on-demand", // not in DESIGN.md §5: the on-demand CDS mode (docs/architecture.md)
 }
 
 func legRank(name string) int {

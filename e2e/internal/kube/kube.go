@@ -1,9 +1,12 @@
 package kube
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -61,6 +64,44 @@ func (c *Cluster) NodeExec(ctx context.Context, node string, cmd ...string) (str
 		return string(out), fmt.Errorf("docker exec %s %s: %w: %s", node, strings.Join(cmd, " "), err, strings.TrimSpace(string(out)))
 	}
 	return string(out), nil
+}
+
+// NodeGet fetches path from 127.0.0.1:port of a kind node: what listens on
+// the node's loopback only (kube-proxy's metrics, the node proxy's admin) is
+// out of the apiserver proxy's reach. It uses bash's /dev/tcp in the node
+// container because the node image has no curl.
+func (c *Cluster) NodeGet(ctx context.Context, node string, port int, path string) ([]byte, error) {
+	out, err := c.NodeExec(ctx, node, "bash", "-c",
+		fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d; printf 'GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3; cat <&3`, port, path))
+	if err != nil {
+		return nil, err
+	}
+	return httpBody(out, fmt.Sprintf("%s 127.0.0.1:%d%s", node, port, path))
+}
+
+// httpBody returns the body of a raw HTTP/1.0 response, or an error naming
+// what when it is not a 200.
+func httpBody(raw, what string) ([]byte, error) {
+	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), nil)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w (got %q)", what, err, trunc(raw, 200))
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: body: %w", what, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", what, resp.Status, trunc(string(b), 200))
+	}
+	return b, nil
+}
+
+func trunc(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 // KubeProxyTable returns `nft list table ip kube-proxy` of a node.

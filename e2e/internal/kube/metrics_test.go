@@ -58,3 +58,16 @@ func TestMetrics(t *testing.T) {
 		t.Fatal("garbage must not parse")
 	}
 }
+
+func TestHTTPBody(t *testing.T) {
+	b, err := httpBody("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\na: 1\nb: 2\n", "x")
+	if err != nil || string(b) != "a: 1\nb: 2\n" {
+		t.Fatalf("200: %q, %v", b, err)
+	}
+	if _, err := httpBody("HTTP/1.0 503 Service Unavailable\r\n\r\nPRE_INITIALIZING\n", "x"); err == nil {
+		t.Fatal("a 503 must be an error")
+	}
+	if _, err := httpBody("bash: connect: Connection refused", "x"); err == nil {
+		t.Fatal("no HTTP response must be an error")
+	}
+}

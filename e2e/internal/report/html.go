@@ -91,14 +91,14 @@ func HTML(w io.Writer, in Input) error {
 	}
 	if in.Evidence != nil && in.Evidence.Programming != nil {
 		p := in.Evidence.Programming
-		fmt.Fprintf(b, "<h2>Network programming latency (%d EndpointSlice changes, same run)</h2>\n", p.Changes)
-		fmt.Fprintf(b, "<table><tr><th>component</th><th>metric</th><th>samples</th><th>p50</th><th>p99</th></tr>\n")
-		for _, q := range []struct {
-			name string
-			q    quantiles
-		}{{"svclb agent", p.Agent}, {"kube-proxy", p.KubeProxy}} {
-			fmt.Fprintf(b, "<tr><td>%s</td><td><code>%s</code></td><td>%.0f</td><td>%s</td><td>%s</td></tr>\n",
-				q.name, esc(q.q.Metric), q.q.Count, secs(q.q.P50, q.q.Count), secs(q.q.P99, q.q.Count))
+		fmt.Fprintf(b, "<h2>%s</h2>\n", esc(programmingTitle(p)))
+		fmt.Fprintf(b, "<table><tr><th>%s</th></tr>\n", strings.Join(programmingHeader, "</th><th>"))
+		for _, r := range programmingRows(p) {
+			for i := range r {
+				r[i] = esc(r[i])
+			}
+			r[programmingMetricCol] = "<code>" + r[programmingMetricCol] + "</code>"
+			fmt.Fprintf(b, "<tr><td>%s</td></tr>\n", strings.Join(r, "</td><td>"))
 		}
 		fmt.Fprintf(b, "</table>\n")
 		if p.Note != "" {

@@ -63,13 +63,14 @@ func Markdown(w io.Writer, in Input) error {
 
 	if in.Evidence != nil && in.Evidence.Programming != nil {
 		p := in.Evidence.Programming
-		fmt.Fprintf(b, "## Network programming latency (%d EndpointSlice changes, same run)\n\n", p.Changes)
-		fmt.Fprintf(b, "| component | metric | samples | p50 | p99 |\n|---|---|---|---|---|\n")
-		for _, q := range []struct {
-			name string
-			q    quantiles
-		}{{"svclb agent", quantiles(p.Agent)}, {"kube-proxy", quantiles(p.KubeProxy)}} {
-			fmt.Fprintf(b, "| %s | `%s` | %.0f | %s | %s |\n", q.name, q.q.Metric, q.q.Count, secs(q.q.P50, q.q.Count), secs(q.q.P99, q.q.Count))
+		fmt.Fprintf(b, "## %s\n\n", programmingTitle(p))
+		fmt.Fprintf(b, "| %s |\n|%s\n", strings.Join(programmingHeader, " | "), strings.Repeat("---|", len(programmingHeader)))
+		for _, r := range programmingRows(p) {
+			for i := range r {
+				r[i] = cell(r[i])
+			}
+			r[programmingMetricCol] = "`" + r[programmingMetricCol] + "`"
+			fmt.Fprintf(b, "| %s |\n", strings.Join(r, " | "))
 		}
 		if p.Note != "" {
 			fmt.Fprintf(b, "\n%s\n", p.Note)

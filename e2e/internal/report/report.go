@@ -248,7 +248,30 @@ func (in Input) phases() []evidence.Phase {
 	return in.Evidence.Phases
 }
 
-type quantiles = evidence.Quantiles
+// programmingHeader and programmingRows are the network-programming table
+// both reports print, built once so the two cannot drift apart.
+var programmingHeader = []string{"component", "metric", "samples", "p50", "p99"}
+
+// programmingMetricCol is the column each renderer shows as code.
+const programmingMetricCol = 1
+
+// programmingTitle is the table's heading.
+func programmingTitle(p *evidence.Programming) string {
+	return fmt.Sprintf("Network programming latency (%d EndpointSlice changes, same run)", p.Changes)
+}
+
+// programmingRows are the cells under programmingHeader, unescaped: the agent,
+// then kube-proxy.
+func programmingRows(p *evidence.Programming) [][]string {
+	var rows [][]string
+	for _, c := range []struct {
+		name string
+		q    evidence.Quantiles
+	}{{"svclb agent", p.Agent}, {"kube-proxy", p.KubeProxy}} {
+		rows = append(rows, []string{c.name, c.q.Metric, fmt.Sprintf("%.0f", c.q.Count), secs(c.q.P50, c.q.Count), secs(c.q.P99, c.q.Count)})
+	}
+	return rows
+}
 
 func secs(v, count float64) string {
 	if count == 0 {

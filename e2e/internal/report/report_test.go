@@ -85,6 +85,10 @@ func TestHTMLIsWellFormedAndEscaped(t *testing.T) {
 	if strings.Contains(h, "b<script>") {
 		t.Fatal("backend names must be escaped")
 	}
+	// The programming table comes from the same rows as report.md's.
+	if want := "<tr><td>svclb agent</td><td><code>svclb_network_programming_duration_seconds</code></td><td>5</td><td>50 ms</td><td>200 ms</td></tr>"; !strings.Contains(h, want) {
+		t.Errorf("report.html lacks %q", want)
+	}
 	if n := strings.Count(h, "<svg"); n < 3 {
 		t.Fatalf("want charts for distribution, drain timeline and phases, got %d svg", n)
 	}
