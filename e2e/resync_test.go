@@ -60,7 +60,9 @@ func resyncRun(ctx context.Context, svc *corev1.Service, run *evidence.Run) erro
 	done := make(chan dialed, 1)
 
 	go func() {
-		rs, err := dial(ctx, &client, to, dialOpts{count: 150, interval: 100 * time.Millisecond, timeout: 2 * time.Second})
+		// 5 s per attempt: a kube-proxy restart on a loaded 2-core machine once stalled one
+		// green round trip past 2 s (hello received, echo late) — slow, not broken.
+		rs, err := dial(ctx, &client, to, dialOpts{count: 150, interval: 100 * time.Millisecond, timeout: 5 * time.Second})
 		done <- dialed{rs, err}
 	}()
 	time.Sleep(time.Second)
