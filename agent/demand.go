@@ -148,6 +148,8 @@ func (s *syncer) applyDemand(ops []demandOp, restored []string, dirty map[k8styp
 		s.log.Info("restored on-demand clusters", "file", d.file, "admitted", len(d.admitted), "dropped", len(restored)-len(d.admitted))
 	}
 	freed := false
+	refused := refusalLog{}
+	defer refused.flush(s)
 	for _, op := range ops {
 		if !op.subscribe {
 			d.pending.remove(op.name)
@@ -166,6 +168,7 @@ func (s *syncer) applyDemand(ops []demandOp, restored []string, dirty map[k8styp
 		}
 		if reason != "" {
 			s.refuse(op.name, reason)
+			refused.add(op.name, reason)
 			continue
 		}
 		d.pending.remove(op.name)
@@ -211,9 +214,38 @@ func (s *syncer) applyDemand(ops []demandOp, restored []string, dirty map[k8styp
 
 func (s *syncer) refuse(name, reason string) {
 	s.m.odRefused.WithLabelValues(reason).Inc()
-	s.log.Info("on-demand cluster refused", "cluster", name, "reason", reason)
+	s.log.Debug("on-demand cluster refused", "cluster", name, "reason", reason)
 	if reason != refusedMalformed { // a malformed name can never become Known
 		s.addPending(name)
+	}
+}
+
+// refusalLog sums one sync's refusals into one log line per reason, so a scan of the Service
+// range costs a few lines, not one per name (each name is logged at debug level).
+type refusalLog map[string]*refusalSum
+
+type refusalSum struct {
+	n        int
+	examples []string
+}
+
+const refusalExamples = 3
+
+func (r refusalLog) add(name, reason string) {
+	sum := r[reason]
+	if sum == nil {
+		sum = &refusalSum{}
+		r[reason] = sum
+	}
+	sum.n++
+	if len(sum.examples) < refusalExamples {
+		sum.examples = append(sum.examples, name)
+	}
+}
+
+func (r refusalLog) flush(s *syncer) {
+	for reason, sum := range r {
+		s.log.Info("on-demand cluster names refused", "reason", reason, "count", sum.n, "examples", sum.examples)
 	}
 }
 

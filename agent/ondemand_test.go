@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -508,5 +509,40 @@ func TestCDSModeOf(t *testing.T) {
 	}
 	if _, err := ParseCDSMode("On-Demand"); err == nil {
 		t.Error("ParseCDSMode accepted a misspelling")
+	}
+}
+
+// A scan of the range is summed into one log line per reason per sync, not one per name.
+func TestOnDemandRefusalsLogSummed(t *testing.T) {
+	f := newFixture(t)
+	var buf bytes.Buffer
+	f.s.log = slog.New(slog.NewTextHandler(&buf, nil)) // Info and above, the default
+	f.s.configureDemand(CDSOnDemand, DefaultOnDemandMax, "")
+	_ = f.services.Add(svcObj("web", "10.96.0.10"))
+	f.sync(t)
+	var scan []string
+	for i := range 500 {
+		scan = append(scan, fmt.Sprintf("svc:10.96.1.%d:80", i%250+1), fmt.Sprintf("svc:10.96.2.%d:80", i%250+1))
+	}
+	f.s.ClusterDemand(append(scan, "svc:nope", "svc:10.96.0.10:81"), nil)
+	buf.Reset()
+	f.sync(t)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	var summed []string
+	for _, l := range lines {
+		if strings.Contains(l, "on-demand cluster names refused") {
+			summed = append(summed, l)
+		}
+	}
+	if len(lines) > 5 {
+		t.Fatalf("a 1002-name request logged %d lines at info level, want a few", len(lines))
+	}
+	if len(summed) != 3 {
+		t.Fatalf("want one line each for no-service, malformed, port-not-declared; got %d:\n%s", len(summed), buf.String())
+	}
+	for _, want := range []string{"reason=no-service count=1000", "reason=malformed count=1", "reason=port-not-declared count=1"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("no %q in:\n%s", want, buf.String())
+		}
 	}
 }
