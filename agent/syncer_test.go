@@ -72,18 +72,18 @@ func (f *fakeIndex) Lookup(dst netip.AddrPort) svcindex.Result {
 		return svcindex.Result{Class: svcindex.External}
 	}
 	objs, _ := f.services.ByIndex(byClusterIP, dst.Addr().String())
-	for _, o := range objs {
-		svc := o.(*corev1.Service)
-		key := k8stypes.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
-		for _, p := range svc.Spec.Ports {
-			if p.Port == int32(dst.Port()) {
-				return svcindex.Result{Class: svcindex.Known, Service: key, Port: svcindex.ServicePort{
-					Service: key, ClusterIP: dst.Addr(), Port: dst.Port(), PortName: p.Name, TargetPort: p.TargetPort}}
-			}
-		}
-		return svcindex.Result{Class: svcindex.PortNotDeclared, Service: key}
+	if len(objs) == 0 {
+		return svcindex.Result{Class: svcindex.NoService}
 	}
-	return svcindex.Result{Class: svcindex.NoService}
+	svc := objs[0].(*corev1.Service) // the tests give each Service its own ClusterIP
+	key := k8stypes.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	for _, p := range svc.Spec.Ports {
+		if p.Port == int32(dst.Port()) {
+			return svcindex.Result{Class: svcindex.Known, Service: key, Port: svcindex.ServicePort{
+				Service: key, ClusterIP: dst.Addr(), Port: dst.Port(), PortName: p.Name, TargetPort: p.TargetPort}}
+		}
+	}
+	return svcindex.Result{Class: svcindex.PortNotDeclared, Service: key}
 }
 
 type fixture struct {

@@ -11,7 +11,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/e2e-framework/pkg/env"
-	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -99,9 +98,6 @@ func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "svclb acceptance legs")
 }
-
-// envCfg gives the legs e2e-framework's config (its klient).
-func envCfg() *envconf.Config { return testEnv.EnvConf() }
 
 var _ = ReportAfterEach(func(ctx SpecContext, r SpecReport) {
 	if !r.Failed() {

@@ -1,6 +1,7 @@
 package svcindex
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math/bits"
 	"net/netip"
@@ -37,15 +38,7 @@ func mergeSpans(in []span) []span {
 	if len(in) == 0 {
 		return nil
 	}
-	slices.SortFunc(in, func(a, b span) int {
-		switch {
-		case a.lo < b.lo:
-			return -1
-		case a.lo > b.lo:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(in, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
 	out := in[:1]
 	for _, s := range in[1:] {
 		last := &out[len(out)-1]
