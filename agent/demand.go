@@ -123,6 +123,15 @@ func (s *syncer) classify(name string) (k8stypes.NamespacedName, string) {
 	return r.Port.Service, ""
 }
 
+// admissible is classify under the cap: a known port that does not fit is over-cap.
+func (s *syncer) admissible(name string) (k8stypes.NamespacedName, string) {
+	svc, reason := s.classify(name)
+	if reason == "" && len(s.demand.admitted) >= s.demand.max {
+		reason = refusedOverCap
+	}
+	return svc, reason
+}
+
 // applyDemand updates the admitted and pending sets from the proxy's requests (ops), the names
 // restored from the demand file, and index changes; every Service whose admitted names changed
 // is added to dirty so this sync rebuilds it.
@@ -132,10 +141,7 @@ func (s *syncer) applyDemand(ops []demandOp, restored []string, dirty map[k8styp
 		if _, ok := d.admitted[name]; ok {
 			continue
 		}
-		svc, reason := s.classify(name)
-		if reason == "" && len(d.admitted) >= d.max {
-			reason = refusedOverCap
-		}
+		svc, reason := s.admissible(name)
 		if reason != "" {
 			s.log.Info("dropping a restored on-demand cluster", "cluster", name, "reason", reason)
 			continue
@@ -162,10 +168,7 @@ func (s *syncer) applyDemand(ops []demandOp, restored []string, dirty map[k8styp
 		if _, ok := d.admitted[op.name]; ok {
 			continue // resent, e.g. on reconnect
 		}
-		svc, reason := s.classify(op.name)
-		if reason == "" && len(d.admitted) >= d.max {
-			reason = refusedOverCap
-		}
+		svc, reason := s.admissible(op.name)
 		if reason != "" {
 			s.refuse(op.name, reason)
 			refused.add(op.name, reason)
