@@ -24,6 +24,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/anypb"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/aether-mesh/svclb/agent/internal/translate"
@@ -237,12 +238,16 @@ func sorted(s []string) []string {
 }
 
 // cdsClient is a delta ADS client speaking like the node proxy's on-demand CDS.
+// cdsClient is a delta ADS client over the agent's socket that applies and ACKs what it gets:
+// the CDS resources it holds, and the load assignments of any EDS names it subscribed.
 type cdsClient struct {
-	t    *testing.T
-	st   adsStream
-	ch   chan *discoverygrpc.DeltaDiscoveryResponse
-	have map[string]bool // CDS resources the client holds
-	seen map[string]bool // every CDS resource name ever received
+	t     *testing.T
+	conn  *grpc.ClientConn // for ALS on the same socket
+	st    adsStream
+	loads map[string]*anypb.Any
+	ch    chan *discoverygrpc.DeltaDiscoveryResponse
+	have  map[string]bool // CDS resources the client holds
+	seen  map[string]bool // every CDS resource name ever received
 }
 
 type adsStream = grpc.BidiStreamingClient[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]
@@ -257,7 +262,7 @@ func dialCDS(t *testing.T, ctx context.Context, sock string) *cdsClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cdsClient{t: t, st: st, ch: make(chan *discoverygrpc.DeltaDiscoveryResponse, 64), have: map[string]bool{}, seen: map[string]bool{}}
+	c := &cdsClient{t: t, conn: conn, st: st, loads: map[string]*anypb.Any{}, ch: make(chan *discoverygrpc.DeltaDiscoveryResponse, 64), have: map[string]bool{}, seen: map[string]bool{}}
 	go func() {
 		defer close(c.ch)
 		for {
@@ -289,6 +294,12 @@ func (c *cdsClient) pump(what string, d time.Duration, cond func() bool) {
 				c.t.Fatal("ADS stream closed")
 			}
 			c.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce})
+			if r.TypeUrl == resource.EndpointType {
+				for _, x := range r.Resources {
+					c.loads[x.Name] = x.Resource
+				}
+				continue
+			}
 			if r.TypeUrl != resource.ClusterType {
 				continue
 			}

@@ -19,8 +19,6 @@ import (
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -75,49 +73,13 @@ func TestRunAgainstAPIServer(t *testing.T) {
 		done <- Run(ctx, Config{NodeName: "node-a", RestConfig: rc, XDSSocket: sock, HTTPAddr: "127.0.0.1:0",
 			NetnsDir: dir, Phase1: false, Debounce: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	}()
-	for {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("agent stopped: %v", err)
-		case <-ctx.Done():
-			t.Fatal("xDS socket never appeared")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType}); err != nil {
-		t.Fatal(err)
-	}
-	have := map[string]bool{}
-	recv := func() *discoverygrpc.DeltaDiscoveryResponse {
-		r, err := st.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = st.Send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce})
-		for _, x := range r.Resources {
-			have[x.Name] = true
-		}
-		for _, n := range r.RemovedResources {
-			delete(have, n)
-		}
-		return r
-	}
+	eventually(t, "the xDS socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	cl := dialCDS(t, ctx, sock)
+	cl.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType})
 	// The ConfigMap (phase1 true) overrides the Config default (false) before the first push.
-	recv()
-	if !have[want] || !have["passthrough_original_dst"] {
-		t.Fatalf("first snapshot clusters %v, want %s and passthrough_original_dst", have, want)
+	cl.pump("the first CDS response", 10*time.Second, func() bool { return len(cl.have) > 0 })
+	if !cl.have[want] || !cl.have["passthrough_original_dst"] {
+		t.Fatalf("first snapshot clusters %v, want %s and passthrough_original_dst", keys(cl.have), want)
 	}
 	cm, err := c.CoreV1().ConfigMaps(ConfigMapNamespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
 	if err != nil {
@@ -127,37 +89,23 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	if cm, err = c.CoreV1().ConfigMaps(ConfigMapNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for have[want] {
-		if r := recv(); slices.Contains(r.RemovedResources, want) {
-			break
-		}
-	}
+	cl.pump(want+" withdrawn (phase1 off)", 10*time.Second, func() bool { return !cl.have[want] })
 	// Phase 1 on again: the cluster comes back on the same running agent.
 	cm.Data["phase1"] = "true"
 	must(c.CoreV1().ConfigMaps(ConfigMapNamespace).Update(ctx, cm, metav1.UpdateOptions{}))
-	for !have[want] {
-		recv()
-	}
+	cl.pump(want+" back (phase1 on)", 10*time.Second, func() bool { return cl.have[want] })
 	// EDS: the slice's two ready endpoints, this node's zone unknown to the slice: one band.
-	if err := st.Send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: []string{want}}); err != nil {
+	cl.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: []string{want}})
+	cl.pump("the load assignment", 10*time.Second, func() bool { return cl.loads[want] != nil })
+	cla := &endpointv3.ClusterLoadAssignment{}
+	if err := cl.loads[want].UnmarshalTo(cla); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		r := recv()
-		if r.TypeUrl != resource.EndpointType {
-			continue
-		}
-		cla := &endpointv3.ClusterLoadAssignment{}
-		if err := r.Resources[0].Resource.UnmarshalTo(cla); err != nil {
-			t.Fatal(err)
-		}
-		if len(cla.Endpoints) != 1 || len(cla.Endpoints[0].LbEndpoints) != 2 {
-			t.Fatalf("load assignment %v", cla)
-		}
-		break
+	if len(cla.Endpoints) != 1 || len(cla.Endpoints[0].LbEndpoints) != 2 {
+		t.Fatalf("load assignment %v", cla)
 	}
 	// Refusals are classified by the real index: an undeclared port of the Service's VIP.
-	als, err := accesslogv3.NewAccessLogServiceClient(conn).StreamAccessLogs(ctx)
+	als, err := accesslogv3.NewAccessLogServiceClient(cl.conn).StreamAccessLogs(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
