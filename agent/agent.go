@@ -28,15 +28,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/aether-mesh/svclb/agent/internal/netnsfind"
-	"github.com/aether-mesh/svclb/agent/internal/translate"
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
-)
-
-// Names of the phase ConfigMap (docs/architecture.md).
-const (
-	ConfigMapNamespace = "svclb-system"
-	ConfigMapName      = "svclb-agent"
 )
 
 var everything = labels.Everything()
@@ -46,8 +41,8 @@ type Config struct {
 	NodeName      string         // required: the node this agent serves
 	Kubeconfig    string         // empty: in-cluster
 	RestConfig    *rest.Config   // when set, used instead of Kubeconfig
-	XDSSocket     string         // default /run/svclb/xds.sock
-	HTTPAddr      string         // default :9750
+	XDSSocket     string         // default contract.XDSSocket
+	HTTPAddr      string         // default :contract.AgentPort
 	NetnsDir      string         // default /var/run/netns
 	Phase1        bool           // default until the ConfigMap says otherwise
 	Phase2        bool           // default until the ConfigMap says otherwise
@@ -66,10 +61,10 @@ func (c *Config) defaults() error {
 		return errors.New("node name is required")
 	}
 	if c.XDSSocket == "" {
-		c.XDSSocket = "/run/svclb/xds.sock"
+		c.XDSSocket = contract.XDSSocket
 	}
 	if c.HTTPAddr == "" {
-		c.HTTPAddr = ":9750"
+		c.HTTPAddr = fmt.Sprintf(":%d", contract.AgentPort)
 	}
 	if c.NetnsDir == "" {
 		c.NetnsDir = "/var/run/netns"
@@ -138,13 +133,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	podFactory := nodeScoped(informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
-		o.LabelSelector = CapturedLabel + "=true"
+		o.LabelSelector = contract.CapturedLabel + "=true"
 	}))
 	nodeFactory := nodeScoped(informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
 	}))
-	cmFactory := nodeScoped(informers.WithNamespace(ConfigMapNamespace), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", ConfigMapName).String()
+	cmFactory := nodeScoped(informers.WithNamespace(contract.Namespace), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", contract.AgentConfigMap).String()
 	}))
 
 	services := factory.Core().V1().Services()
@@ -211,7 +206,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// The informers' handlers may still be delivering the initial list: read the ConfigMap and
 	// the Node from the synced stores, so the first snapshot already has their phases, CDS mode
 	// and zone (the handlers then find nothing changed).
-	if o, ok, _ := cmInf.GetStore().GetByKey(ConfigMapNamespace + "/" + ConfigMapName); ok {
+	if o, ok, _ := cmInf.GetStore().GetByKey(contract.Namespace + "/" + contract.AgentConfigMap); ok {
 		settings(o)
 	}
 	if o, ok, _ := nodeInf.GetStore().GetByKey(cfg.NodeName); ok {
@@ -293,12 +288,12 @@ func phasesOf(log *slog.Logger, o any, p1, p2 bool) (bool, bool) {
 		}
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			log.Error("ignoring unparsable phase in ConfigMap", "configmap", ConfigMapNamespace+"/"+ConfigMapName, "key", key, "value", v)
+			log.Error("ignoring unparsable phase in ConfigMap", "configmap", contract.Namespace+"/"+contract.AgentConfigMap, "key", key, "value", v)
 			return def
 		}
 		return b
 	}
-	return parse("phase1", p1), parse("phase2", p2)
+	return parse(contract.KeyPhase1, p1), parse(contract.KeyPhase2, p2)
 }
 
 // cdsModeOf reads the ConfigMap's "cds" key; missing or unparsable (logged) keeps def.
@@ -307,13 +302,13 @@ func cdsModeOf(log *slog.Logger, o any, def CDSMode) CDSMode {
 	if !ok {
 		return def
 	}
-	v, ok := cm.Data["cds"]
+	v, ok := cm.Data[contract.KeyCDS]
 	if !ok {
 		return def
 	}
 	m, err := ParseCDSMode(v)
 	if err != nil {
-		log.Error("ignoring unparsable CDS mode in ConfigMap", "configmap", ConfigMapNamespace+"/"+ConfigMapName, "key", "cds", "value", v, "error", err)
+		log.Error("ignoring unparsable CDS mode in ConfigMap", "configmap", contract.Namespace+"/"+contract.AgentConfigMap, "key", contract.KeyCDS, "value", v, "error", err)
 		return def
 	}
 	return m

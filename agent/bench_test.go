@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether-mesh/svclb/pkg/contract"
+
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,8 +22,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/aether-mesh/svclb/agent/internal/translate"
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+	"github.com/aether-mesh/svclb/internal/translate"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
 )
 
@@ -137,7 +139,7 @@ func BenchmarkIncrementalPush(b *testing.B) {
 	}
 	names := make([]string, 0, benchServices)
 	for i := range benchServices {
-		names = append(names, translate.ClusterName(netip.MustParseAddr(benchIP(96, i)), 80))
+		names = append(names, contract.ClusterName(netip.MustParseAddr(benchIP(96, i)), 80))
 	}
 	if err := st.Send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: names}); err != nil {
 		b.Fatal(err)

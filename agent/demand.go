@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/aether-mesh/svclb/pkg/contract"
+
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/aether-mesh/svclb/agent/internal/translate"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
 )
 
@@ -112,7 +113,7 @@ func (s *syncer) ClusterDemand(subscribe, unsubscribe []string) {
 
 // classify names why a name cannot be admitted ("" when it is a known Service port).
 func (s *syncer) classify(name string) (k8stypes.NamespacedName, string) {
-	ap, err := translate.ParseClusterName(name)
+	ap, err := contract.ParseClusterName(name)
 	if err != nil {
 		return k8stypes.NamespacedName{}, refusedMalformed
 	}

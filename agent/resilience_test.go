@@ -34,9 +34,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/aether-mesh/svclb/agent"
-	"github.com/aether-mesh/svclb/fixtures/nodeproxy"
 	"github.com/aether-mesh/svclb/internal/netnstest"
 	"github.com/aether-mesh/svclb/internal/testenv"
+	"github.com/aether-mesh/svclb/nodeproxy"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 const node = "node-a"
@@ -309,7 +310,7 @@ func createPod(ctx context.Context, t *testing.T, kube kubernetes.Interface, nam
 		t.Fatal(err)
 	}
 	p, err := kube.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{agent.CapturedLabel: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{contract.CapturedLabel: "true"}},
 		Spec: corev1.PodSpec{NodeName: node, AutomountServiceAccountToken: ptr.To(false),
 			Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 	}, metav1.CreateOptions{})

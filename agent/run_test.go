@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/aether-mesh/svclb/internal/testenv"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 // startAPIServer starts a kube-apiserver with namespace svclb-system; must fails the test on
@@ -41,7 +42,7 @@ func startAPIServer(t *testing.T) (*rest.Config, kubernetes.Interface, context.C
 			t.Fatal(err)
 		}
 	}
-	must(c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapNamespace}}, metav1.CreateOptions{}))
+	must(c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: contract.Namespace}}, metav1.CreateOptions{}))
 	return rc, c, ctx, must
 }
 
@@ -52,7 +53,7 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	rc, c, ctx, must := startAPIServer(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	must(c.CoreV1().ConfigMaps(ConfigMapNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName},
+	must(c.CoreV1().ConfigMaps(contract.Namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: contract.AgentConfigMap},
 		Data: map[string]string{"phase1": "true", "phase2": "true"}}, metav1.CreateOptions{}))
 	must(c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{zoneLabel: "zone-a"}}}, metav1.CreateOptions{}))
 	svc, err := c.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
@@ -81,18 +82,18 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	if !cl.have[want] || !cl.have["passthrough_original_dst"] {
 		t.Fatalf("first snapshot clusters %v, want %s and passthrough_original_dst", keys(cl.have), want)
 	}
-	cm, err := c.CoreV1().ConfigMaps(ConfigMapNamespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
+	cm, err := c.CoreV1().ConfigMaps(contract.Namespace).Get(ctx, contract.AgentConfigMap, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cm.Data["phase1"] = "false"
-	if cm, err = c.CoreV1().ConfigMaps(ConfigMapNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	if cm, err = c.CoreV1().ConfigMaps(contract.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cl.pump(want+" withdrawn (phase1 off)", 10*time.Second, func() bool { return !cl.have[want] })
 	// Phase 1 on again: the cluster comes back on the same running agent.
 	cm.Data["phase1"] = "true"
-	must(c.CoreV1().ConfigMaps(ConfigMapNamespace).Update(ctx, cm, metav1.UpdateOptions{}))
+	must(c.CoreV1().ConfigMaps(contract.Namespace).Update(ctx, cm, metav1.UpdateOptions{}))
 	cl.pump(want+" back (phase1 on)", 10*time.Second, func() bool { return cl.have[want] })
 	// EDS: the slice's two ready endpoints, this node's zone unknown to the slice: one band.
 	cl.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: []string{want}})
@@ -151,7 +152,7 @@ func (l *lockedBuffer) String() string {
 // the demanded cluster in its first snapshot.
 func TestRunOnDemand(t *testing.T) {
 	rc, c, ctx, must := startAPIServer(t)
-	cm, err := c.CoreV1().ConfigMaps(ConfigMapNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName},
+	cm, err := c.CoreV1().ConfigMaps(contract.Namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: contract.AgentConfigMap},
 		Data: map[string]string{"phase1": "true", "cds": "on-demand"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -190,12 +191,12 @@ func TestRunOnDemand(t *testing.T) {
 	cl.pump("web's cluster", 10*time.Second, func() bool { return cl.have[name["web"]] })
 
 	cm.Data["cds"] = "proactive"
-	if cm, err = c.CoreV1().ConfigMaps(ConfigMapNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	if cm, err = c.CoreV1().ConfigMaps(contract.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cl.pump("every cluster (proactive)", 10*time.Second, func() bool { return cl.have[name["other"]] })
 	cm.Data["cds"] = "on-demand"
-	must(c.CoreV1().ConfigMaps(ConfigMapNamespace).Update(ctx, cm, metav1.UpdateOptions{}))
+	must(c.CoreV1().ConfigMaps(contract.Namespace).Update(ctx, cm, metav1.UpdateOptions{}))
 	cl.pump("other's cluster withdrawn", 10*time.Second, func() bool { return !cl.have[name["other"]] })
 	if !cl.have[name["web"]] {
 		t.Fatal("the demanded cluster went with the switch back")

@@ -22,15 +22,14 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/aether-mesh/svclb/agent/internal/translate"
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
 )
 
 const (
-	// CapturedLabel marks a meshed pod whose traffic the node proxy captures.
-	CapturedLabel = "svclb.dev/captured"
-	zoneLabel     = "topology.kubernetes.io/zone"
+	zoneLabel = "topology.kubernetes.io/zone"
 	// The EndpointSlice controller stamps when the change that produced the slice happened;
 	// kube-proxy measures network programming latency from it, so do we.
 	triggerTimeAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
@@ -285,7 +284,7 @@ func (s *syncer) sync() error {
 	if listeners {
 		lst, unresolved = b.listeners(node, p1, p2, b.onDemand)
 	}
-	if b.set.Clusters[translate.PassthroughCluster] == nil {
+	if b.set.Clusters[contract.PassthroughCluster] == nil {
 		c := translate.PassthroughOriginalDst()
 		put(b, b.set.Clusters, c.Name, c)
 		b.upd.Clusters[c.Name] = c
@@ -476,7 +475,7 @@ func (b *batch) listeners(node translate.Node, p1, p2, onDemand bool) ([]Listene
 }
 
 func captured(pod *corev1.Pod, node string) bool {
-	return pod.Labels[CapturedLabel] == "true" && pod.Spec.NodeName == node && !pod.Spec.HostNetwork &&
+	return pod.Labels[contract.CapturedLabel] == "true" && pod.Spec.NodeName == node && !pod.Spec.HostNetwork &&
 		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 }
 

@@ -24,8 +24,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/aether-mesh/svclb/agent/internal/translate"
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
 )
 
@@ -143,7 +144,7 @@ func podObj(name, node, ip string, captured bool) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{}},
 		Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{PodIP: ip, Phase: corev1.PodRunning}}
 	if captured {
-		p.Labels[CapturedLabel] = "true"
+		p.Labels[contract.CapturedLabel] = "true"
 	}
 	return p
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/aether-mesh/svclb/agent"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 func main() {
@@ -20,8 +21,8 @@ func main() {
 	var rng, level, cds string
 	flag.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "node this agent serves (env NODE_NAME)")
 	flag.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig path; empty: in-cluster")
-	flag.StringVar(&cfg.XDSSocket, "xds-socket", "/run/svclb/xds.sock", "unix socket for delta ADS and ALS")
-	flag.StringVar(&cfg.HTTPAddr, "http", ":9750", "address for /metrics, /healthz and /status")
+	flag.StringVar(&cfg.XDSSocket, "xds-socket", contract.XDSSocket, "unix socket for delta ADS and ALS")
+	flag.StringVar(&cfg.HTTPAddr, "http", fmt.Sprintf(":%d", contract.AgentPort), "address for /metrics, /healthz and /status")
 	flag.StringVar(&cfg.NetnsDir, "netns-dir", "/var/run/netns", "directory of pod network namespace files")
 	flag.BoolVar(&cfg.Phase1, "phase1", true, "default for Phase 1 (svc: clusters) until ConfigMap svclb-system/svclb-agent says otherwise")
 	flag.BoolVar(&cfg.Phase2, "phase2", true, "default for Phase 2 (refusals) until ConfigMap svclb-system/svclb-agent says otherwise")
@@ -29,7 +30,7 @@ func main() {
 	flag.DurationVar(&cfg.Debounce, "debounce", 0, "coalesce changes for this long before a push (default 50ms)")
 	flag.StringVar(&cds, "cds", string(agent.CDSProactive), "default CDS mode, proactive or on-demand, until ConfigMap svclb-system/svclb-agent key cds says otherwise")
 	flag.IntVar(&cfg.OnDemandMax, "on-demand-max", agent.DefaultOnDemandMax, "most cluster names admitted on demand; beyond it a request is refused (over-cap)")
-	flag.StringVar(&cfg.DemandFile, "demand-file", "/var/lib/svclb/demand.json", "where admitted on-demand names persist across restarts; empty: not persisted")
+	flag.StringVar(&cfg.DemandFile, "demand-file", contract.DemandFile, "where admitted on-demand names persist across restarts; empty: not persisted")
 	flag.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	flag.Parse()
 

@@ -11,19 +11,20 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/aether-mesh/svclb/fixtures/nodeproxy"
+	"github.com/aether-mesh/svclb/nodeproxy"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 func main() {
 	var o nodeproxy.Options
-	flag.StringVar(&o.XDSSocket, "xds-socket", "/run/svclb/xds.sock", "the agent's xDS/ALS unix socket (bootstrap cluster xds_cluster)")
+	flag.StringVar(&o.XDSSocket, "xds-socket", contract.XDSSocket, "the agent's xDS/ALS unix socket (bootstrap cluster xds_cluster)")
 	flag.StringVar(&o.NodeID, "node-id", "", "xDS node id (svclb-node~<nodeName>); default from $NODE_NAME")
 	flag.StringVar(&o.NodeCluster, "node-cluster", "svclb", "xDS node cluster")
-	flag.StringVar(&o.AdminAddr, "admin", "127.0.0.1:9901", "admin address (/stats, /listeners, /ready, /config_dump); empty disables")
+	flag.StringVar(&o.AdminAddr, "admin", fmt.Sprintf("127.0.0.1:%d", contract.ProxyAdminPort), "admin address (/stats, /listeners, /ready, /config_dump); empty disables")
 	verbose := flag.Bool("v", false, "debug logging")
 	flag.Parse()
 	if o.NodeID == "" {
-		o.NodeID = "svclb-node~" + os.Getenv("NODE_NAME")
+		o.NodeID = contract.NodeID(os.Getenv("NODE_NAME"))
 	}
 	level := slog.LevelInfo
 	if *verbose {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/google/nftables"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -17,8 +18,8 @@ import (
 // Label chooses a Service: the guard deletes kube-proxy's objects of every
 // Service labelled Label=LabelValue, and keeps deleting them.
 const (
-	Label      = "svclb.dev/kube-proxy"
-	LabelValue = "deleted"
+	Label      = contract.KubeProxyLabel
+	LabelValue = contract.KubeProxyCut
 )
 
 // ChainDeleteDelay is how long the guard waits between cutting a Service

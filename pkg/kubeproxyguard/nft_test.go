@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,10 +21,9 @@ import (
 	"github.com/google/nftables"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/aether-mesh/svclb/internal/golden"
 	"github.com/aether-mesh/svclb/internal/netnstest"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the kernel's output")
 
 func svc(s string) types.NamespacedName {
 	ns, name, _ := strings.Cut(s, "/")
@@ -95,24 +93,6 @@ func canonical(s string) string {
 		out = append(out, indent+"}")
 	}
 	return strings.Join(out, "\n")
-}
-
-func golden(t testing.TB, name, got string) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("golden %s: %v (run with -update)", p, err)
-	}
-	if got != string(want) {
-		t.Fatalf("nft list table differs from %s:\n%s", p, lineDiff(string(want), got))
-	}
 }
 
 // lineDiff is a small line diff (LCS) for failure messages and for the
@@ -262,14 +242,14 @@ func TestGuardV134(t *testing.T) {
 	ns := netnstest.New(t)
 	load(t, ns, "kube-proxy-v1.34.nft")
 	before := listTable(t, ns)
-	golden(t, "v1.34-before.golden", before)
+	golden.Check(t, filepath.Join("testdata", "v1.34-before.golden"), []byte(before))
 	c := conn(t, ns)
 
 	// Resync far away: only the monitor can meet the 1 s deadline below.
 	g := startGuard(t, ns, time.Hour, chosen134...)
 	waitClean(t, c, chosen134)
 	after := listTable(t, ns)
-	golden(t, "v1.34-guarded.golden", after)
+	golden.Check(t, filepath.Join("testdata", "v1.34-guarded.golden"), []byte(after))
 	if _, added := diffLines(before, after); len(added) > 0 {
 		t.Fatalf("guarding added lines to the ruleset:\n%s", strings.Join(added, "\n"))
 	}
@@ -318,7 +298,7 @@ func TestGuardV137(t *testing.T) {
 	startGuard(t, ns, time.Hour, demo...)
 	waitClean(t, c, demo)
 	after := listTable(t, ns)
-	golden(t, "v1.37-guarded.golden", after)
+	golden.Check(t, filepath.Join("testdata", "v1.37-guarded.golden"), []byte(after))
 	if _, added := diffLines(before, after); len(added) > 0 {
 		t.Fatalf("guarding added lines:\n%s", strings.Join(added, "\n"))
 	}
@@ -423,7 +403,7 @@ func TestGuardRestartObjectsGone(t *testing.T) {
 	}
 	_ = g1.Close()
 	want := listTable(t, ns)
-	golden(t, "v1.34-guarded.golden", want)
+	golden.Check(t, filepath.Join("testdata", "v1.34-guarded.golden"), []byte(want))
 
 	g2 := startGuard(t, ns, time.Hour, chosen134...)
 	if _, ok := waitFor(2*time.Second, func() bool { return g2.Status().Passes > 0 }); !ok {

@@ -19,11 +19,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/kubeproxyguard"
 )
 
 // DefaultListen is the DaemonSet's status address (host network).
-const DefaultListen = ":9751"
+var DefaultListen = fmt.Sprintf(":%d", contract.GuardPort)
 
 const usage = `usage: svclb-guard <command> [flags]
 

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/aether-mesh/svclb/pkg/contract"
+
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -55,8 +57,8 @@ func ServicePorts(svc *corev1.Service) []Port {
 // Clusters and loads are index-aligned; endpoints counts the LbEndpoints across them.
 func Service(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, node Node) (clusters []*clusterv3.Cluster, loads []*endpointv3.ClusterLoadAssignment, endpoints int) {
 	for _, p := range ServicePorts(svc) {
-		name := ClusterName(p.VIP, p.Port)
-		clusters = append(clusters, Cluster(name, StatName(svc.Namespace, svc.Name, p.Port),
+		name := contract.ClusterName(p.VIP, p.Port)
+		clusters = append(clusters, Cluster(name, contract.StatName(svc.Namespace, svc.Name, p.Port),
 			svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP))
 		sel := SelectEndpoints(svc, p.Name, eps, node)
 		endpoints += len(sel)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/aether-mesh/svclb/pkg/contract"
+
 	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -112,7 +114,7 @@ func CheckChanged(s Set, clusters, loads []string) error {
 						errs = append(errs, fmt.Errorf("listener %s: %w", name, err))
 						continue
 					}
-					if c := tp.GetCluster(); c != PlaceholderCluster && s.Clusters[c] == nil {
+					if c := tp.GetCluster(); c != contract.PlaceholderCluster && s.Clusters[c] == nil {
 						errs = append(errs, fmt.Errorf("listener %s chain %s: cluster %q not published", name, fc.Name, c))
 					}
 				}

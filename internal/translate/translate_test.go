@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aether-mesh/svclb/pkg/contract"
+
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -186,7 +188,7 @@ func TestServicePorts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
 			for _, p := range ServicePorts(tc.svc) {
-				got = append(got, ClusterName(p.VIP, p.Port))
+				got = append(got, contract.ClusterName(p.VIP, p.Port))
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)
@@ -278,7 +280,7 @@ func TestCaptureListener(t *testing.T) {
 				t.Fatal(err)
 			}
 			set := Set{Listeners: map[string]*listenerv3.Listener{l.Name: l},
-				Clusters: map[string]*clusterv3.Cluster{PassthroughCluster: PassthroughOriginalDst()}}
+				Clusters: map[string]*clusterv3.Cluster{contract.PassthroughCluster: PassthroughOriginalDst()}}
 			if err := CheckReferences(set); err != nil {
 				t.Fatal(err)
 			}
@@ -303,7 +305,7 @@ func TestCaptureListener(t *testing.T) {
 						hasLog = hasLog || len(tp.AccessLog) > 0
 						if tp.OnDemand != nil {
 							od = append(od, tp.OnDemand)
-							if fc.Name != ChainSvc {
+							if fc.Name != contract.ChainSvc {
 								t.Errorf("on_demand on chain %s", fc.Name)
 							}
 						}
@@ -335,7 +337,7 @@ func TestCheckReferencesRejects(t *testing.T) {
 		cs, ls, _ := Service(service(), nil, thisNode)
 		return Set{
 			Listeners: map[string]*listenerv3.Listener{l.Name: l},
-			Clusters:  map[string]*clusterv3.Cluster{PassthroughCluster: PassthroughOriginalDst(), cs[0].Name: cs[0]},
+			Clusters:  map[string]*clusterv3.Cluster{contract.PassthroughCluster: PassthroughOriginalDst(), cs[0].Name: cs[0]},
 			Loads:     map[string]*endpointv3.ClusterLoadAssignment{ls[0].ClusterName: ls[0]},
 		}
 	}
@@ -347,11 +349,11 @@ func TestCheckReferencesRejects(t *testing.T) {
 		mut  func(*Set)
 		want string
 	}{
-		{"passthrough cluster missing", func(s *Set) { delete(s.Clusters, PassthroughCluster) }, "not published"},
+		{"passthrough cluster missing", func(s *Set) { delete(s.Clusters, contract.PassthroughCluster) }, "not published"},
 		{"load assignment missing", func(s *Set) { clear(s.Loads) }, "no load assignment"},
 		{"orphan load assignment", func(s *Set) { delete(s.Clusters, "svc:10.96.0.10:80") }, "no cluster"},
 		{"matcher names a missing chain", func(s *Set) { s.Listeners["capture~ns~client"].FilterChains[0].Name = "other" }, "does not exist"},
-		{"duplicate chain", func(s *Set) { s.Listeners["capture~ns~client"].FilterChains[0].Name = ChainPassthrough }, "duplicate"},
+		{"duplicate chain", func(s *Set) { s.Listeners["capture~ns~client"].FilterChains[0].Name = contract.ChainPassthrough }, "duplicate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := good()
@@ -389,30 +391,5 @@ func TestCheckChanged(t *testing.T) {
 	delete(s.Clusters, cs[0].Name)
 	if err := CheckChanged(s, []string{cs[0].Name}, nil); err == nil {
 		t.Error("deleted cluster whose load assignment stayed accepted")
-	}
-}
-
-func TestParseClusterName(t *testing.T) {
-	for name, ok := range map[string]bool{
-		"svc:10.96.0.10:53":          true,
-		"svc:10.96.0.10:0":           true, // well-formed; the index says it is not a Service port
-		"svc:10.96.0.10":             false,
-		"svc:10.96.0.010:53":         false,
-		"svc:10.96.0.10:053":         false,
-		"svc:[fd00::1]:80":           false,
-		"svc:[::ffff:10.96.0.10]:80": false,
-		"svc:10.96.0.10:65536":       false,
-		"10.96.0.10:53":              false,
-		"passthrough_original_dst":   false,
-		"":                           false,
-	} {
-		ap, err := ParseClusterName(name)
-		if (err == nil) != ok {
-			t.Errorf("%q: err %v, want ok=%v", name, err, ok)
-			continue
-		}
-		if ok && ClusterName(ap.Addr(), ap.Port()) != name {
-			t.Errorf("%q: round trip gave %s", name, ClusterName(ap.Addr(), ap.Port()))
-		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/aether-mesh/svclb/pkg/contract"
+
 	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
 	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
@@ -50,10 +52,10 @@ type ListenerOptions struct {
 // CaptureListener is the listener bound into one captured pod's network namespace.
 func CaptureListener(pod CapturedPod, o ListenerOptions) *listenerv3.Listener {
 	l := &listenerv3.Listener{
-		Name: ListenerName(pod.Namespace, pod.Name),
+		Name: contract.ListenerName(pod.Namespace, pod.Name),
 		Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
 			Address:                  "0.0.0.0",
-			PortSpecifier:            &corev3.SocketAddress_PortValue{PortValue: CapturePort},
+			PortSpecifier:            &corev3.SocketAddress_PortValue{PortValue: contract.CapturePort},
 			NetworkNamespaceFilepath: pod.NetnsPath,
 		}}},
 		Transparent: wrapperspb.Bool(true),
@@ -61,17 +63,17 @@ func CaptureListener(pod CapturedPod, o ListenerOptions) *listenerv3.Listener {
 			Name:       originalDstFilter,
 			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: mustAny(&originaldstv3.OriginalDst{})},
 		}},
-		DefaultFilterChain: passthroughChain(ChainPassthrough),
+		DefaultFilterChain: passthroughChain(contract.ChainPassthrough),
 	}
 	if !o.RangeKnown || len(o.Range) == 0 {
 		return l // no range: every destination passes through unchanged
 	}
-	svcChain := ChainPassthroughSvc
+	svcChain := contract.ChainPassthroughSvc
 	if o.Phase1 {
-		svcChain = ChainSvc
+		svcChain = contract.ChainSvc
 		l.FilterChains = []*listenerv3.FilterChain{svcFilterChain(o.Phase2, o.OnDemand)}
 	} else {
-		l.FilterChains = []*listenerv3.FilterChain{passthroughChain(ChainPassthroughSvc)}
+		l.FilterChains = []*listenerv3.FilterChain{passthroughChain(contract.ChainPassthroughSvc)}
 	}
 	ranges := make([]*xdscorev3.CidrRange, 0, len(o.Range))
 	for _, p := range o.Range {
@@ -95,7 +97,7 @@ func CaptureListener(pod CapturedPod, o ListenerOptions) *listenerv3.Listener {
 func passthroughChain(name string) *listenerv3.FilterChain {
 	return &listenerv3.FilterChain{Name: name, Filters: []*listenerv3.Filter{tcpProxy(&tcpproxyv3.TcpProxy{
 		StatPrefix:       name,
-		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: PassthroughCluster},
+		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: contract.PassthroughCluster},
 		IdleTimeout:      durationpb.New(IdleTimeout),
 	})}}
 }
@@ -110,9 +112,9 @@ func svcFilterChain(phase2, onDemand bool) *listenerv3.FilterChain {
 		}},
 	}}}
 	tp := &tcpproxyv3.TcpProxy{
-		StatPrefix: ChainSvc,
+		StatPrefix: contract.ChainSvc,
 		// Never published: the filter state set above always names the svc: cluster.
-		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: PlaceholderCluster},
+		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: contract.PlaceholderCluster},
 		IdleTimeout:      durationpb.New(IdleTimeout),
 		// Only RING_HASH clusters (ClientIP affinity) consult it; it is inert elsewhere.
 		HashPolicy: []*typev3.HashPolicy{{PolicySpecifier: &typev3.HashPolicy_SourceIp_{SourceIp: &typev3.HashPolicy_SourceIp{}}}},
@@ -135,16 +137,16 @@ func svcFilterChain(phase2, onDemand bool) *listenerv3.FilterChain {
 			}},
 			ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: mustAny(&grpclogv3.TcpGrpcAccessLogConfig{
 				CommonConfig: &grpclogv3.CommonGrpcAccessLogConfig{
-					LogName: RefusalLogName,
+					LogName: contract.RefusalLogName,
 					GrpcService: &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
-						EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: XDSCluster},
+						EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: contract.XDSCluster},
 					}},
 					TransportApiVersion: corev3.ApiVersion_V3,
 				},
 			})},
 		}}
 	}
-	return &listenerv3.FilterChain{Name: ChainSvc, Filters: []*listenerv3.Filter{
+	return &listenerv3.FilterChain{Name: contract.ChainSvc, Filters: []*listenerv3.Filter{
 		{Name: setFilterStateFilter, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(sfs)}},
 		tcpProxy(tp),
 	}}
@@ -158,15 +160,15 @@ func tcpProxy(tp *tcpproxyv3.TcpProxy) *listenerv3.Filter {
 // the pod's capture rules do not catch the proxy's own upstream connection again.
 func PassthroughOriginalDst() *clusterv3.Cluster {
 	return &clusterv3.Cluster{
-		Name:                 PassthroughCluster,
+		Name:                 contract.PassthroughCluster,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST},
 		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
 		ConnectTimeout:       durationpb.New(ConnectTimeout),
 		UpstreamBindConfig: &corev3.BindConfig{SocketOptions: []*corev3.SocketOption{{
-			Description: "SO_MARK 0xae7e: the proxy's own upstream",
+			Description: fmt.Sprintf("SO_MARK %#x: the proxy's own upstream", contract.ProxyUpstreamMark),
 			Level:       soMarkLevel,
 			Name:        soMark,
-			Value:       &corev3.SocketOption_IntValue{IntValue: ProxyUpstreamMark},
+			Value:       &corev3.SocketOption_IntValue{IntValue: contract.ProxyUpstreamMark},
 			State:       corev3.SocketOption_STATE_PREBIND,
 		}}},
 	}

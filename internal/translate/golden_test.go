@@ -2,12 +2,13 @@ package translate
 
 import (
 	"bytes"
-	"flag"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/aether-mesh/svclb/internal/golden"
+	"github.com/aether-mesh/svclb/pkg/contract"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -20,8 +21,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata golden files")
 
 // representativeSet is one node's snapshot: a captured pod with both phases on, a plain
 // Service, a ClientIP + PreferClose Service with a terminating endpoint, an ITP Local one.
@@ -44,7 +43,7 @@ func representativeSet() Set {
 		s.Name, s.Spec.ClusterIP, s.Spec.ClusterIPs = "local", "10.96.0.30", []string{"10.96.0.30"}
 		s.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
 	}), slice("http", 8080, ep("10.244.2.11", onNode("node-b"))))
-	s.Clusters[PassthroughCluster] = PassthroughOriginalDst()
+	s.Clusters[contract.PassthroughCluster] = PassthroughOriginalDst()
 	l := CaptureListener(CapturedPod{Namespace: "default", Name: "client", NetnsPath: "/var/run/netns/cni-0f1e2d3c"},
 		ListenerOptions{Range: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}, RangeKnown: true, Phase1: true, Phase2: true})
 	s.Listeners[l.Name] = l
@@ -116,17 +115,5 @@ func TestGoldenSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := renderYAML(t, s)
-	path := filepath.Join("testdata", "snapshot.golden.yaml")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("snapshot differs from %s (rerun with -update and review the diff):\n%s", path, got)
-	}
+	golden.Check(t, filepath.Join("testdata", "snapshot.golden.yaml"), got)
 }

@@ -1,0 +1,66 @@
+package contract
+
+// Kubernetes objects the suite deploys and the agent and guard read.
+const (
+	// Namespace holds everything svclb deploys as infrastructure.
+	Namespace = "svclb-system"
+	// NodeDaemonSet runs the agent and the node proxy on every node.
+	NodeDaemonSet = "svclb-node"
+	// NodeServiceAccount is the node DaemonSet's identity.
+	NodeServiceAccount = "svclb-node"
+	// GuardName names the guard's DaemonSet, ServiceAccount and RBAC.
+	GuardName = "svclb-guard"
+
+	// AgentConfigMap carries the agent's live settings (keys below).
+	AgentConfigMap = "svclb-agent"
+	// KeyPhase1 and KeyPhase2 switch Phase 1 (svc: clusters) and Phase 2
+	// (refusals) ("true"/"false"); KeyCDS is the CDS mode ("proactive" or
+	// "on-demand").
+	KeyPhase1 = "phase1"
+	KeyPhase2 = "phase2"
+	KeyCDS    = "cds"
+
+	// CapturedLabel marks a pod whose egress is captured ("true").
+	CapturedLabel = "svclb.dev/captured"
+	// KubeProxyLabel=KubeProxyCut on a Service asks the guard to cut
+	// kube-proxy's objects for it, and keep them cut.
+	KubeProxyLabel = "svclb.dev/kube-proxy"
+	KubeProxyCut   = "deleted"
+	// ProxyAnnotation on the node pods names the node proxy that runs
+	// ("envoy" or "builtin").
+	ProxyAnnotation = "svclb.dev/proxy"
+)
+
+// Paths on a node.
+const (
+	// SocketDir is shared by agent and proxy (an emptyDir).
+	SocketDir = "/run/svclb"
+	// XDSSocket serves delta ADS and gRPC ALS (mode 0600).
+	XDSSocket = SocketDir + "/xds.sock"
+	// DemandDir (hostPath) keeps the agent's on-demand admissions across restarts.
+	DemandDir = "/var/lib/svclb"
+	// DemandFile is the agent's persisted on-demand admissions.
+	DemandFile = DemandDir + "/demand.json"
+)
+
+// Ports.
+const (
+	// AgentPort serves the agent's /metrics, /status and /healthz.
+	AgentPort = 9750
+	// GuardPort serves the guard's /metrics, /status and /healthz.
+	GuardPort = 9751
+	// ProxyAdminPort is the node proxy's admin API, on 127.0.0.1 as Envoy's.
+	ProxyAdminPort = 9901
+	// CapturePort is the transparent listener the capture diverts to, in
+	// every captured pod's network namespace.
+	CapturePort = 18001
+)
+
+// Packet marks.
+const (
+	// CaptureMark marks a captured pod's outbound TCP for the divert route.
+	CaptureMark = 0xae71
+	// ProxyUpstreamMark is SO_MARK on the proxy's own upstream sockets; the
+	// capture rules leave it alone.
+	ProxyUpstreamMark = 0xae7e
+)
