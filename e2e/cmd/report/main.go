@@ -1,12 +1,15 @@
 // Command report renders the e2e evidence directory into report.md and
-// report.html. It exits 1 when the run did not pass (a leg failed, proved
-// nothing, or the suite failed outside the legs), so make can use it as the
-// final verdict.
+// report.html and prints report.md. Its exit code is the run's verdict, so
+// make can use it as the last step: 0 passed; 1 not passed (a selected leg
+// failed, proved nothing or did not run, the selection is not recorded, or
+// the suite failed outside the legs); 2 the evidence could not be read or
+// the reports not written.
 package main
 
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -14,28 +17,38 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", "_artifacts", "evidence directory; report.md and report.html are written here")
-	ginkgoJSON := flag.String("ginkgo-json", "", "Ginkgo JSON report (default <dir>/ginkgo.json)")
-	failure := flag.String("failure", "", "a failure outside the suite to state in the report (e.g. a make step that failed)")
-	flag.Parse()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "_artifacts", "evidence directory; report.md and report.html are written here")
+	ginkgoJSON := fs.String("ginkgo-json", "", "Ginkgo JSON report (default <dir>/ginkgo.json)")
+	failure := fs.String("failure", "", "a failure outside the suite to state in the report (e.g. a make step that failed)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
 	if *ginkgoJSON == "" {
 		*ginkgoJSON = filepath.Join(*dir, "ginkgo.json")
 	}
 	in, err := report.Load(*dir, *ginkgoJSON)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "report:", err)
-		os.Exit(2)
+		fmt.Fprintln(stderr, "report:", err)
+		return 2
 	}
 	in.Failure = *failure
-	if err := report.WriteFiles(*dir, in); err != nil {
-		fmt.Fprintln(os.Stderr, "report:", err)
-		os.Exit(2)
+	r := report.Build(in)
+	if err := report.WriteFiles(*dir, r); err != nil {
+		fmt.Fprintln(stderr, "report:", err)
+		return 2
 	}
-	if err := report.Markdown(os.Stdout, in); err != nil {
-		fmt.Fprintln(os.Stderr, "report:", err)
-		os.Exit(2)
+	if err := r.Markdown(stdout); err != nil {
+		fmt.Fprintln(stderr, "report:", err)
+		return 2
 	}
-	if !in.Passed() {
-		os.Exit(1)
+	if !r.Passed {
+		return 1
 	}
+	return 0
 }

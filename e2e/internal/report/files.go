@@ -34,22 +34,26 @@ func Load(dir, ginkgoJSON string) (Input, error) {
 }
 
 // WriteFiles writes report.md and report.html into dir.
-func WriteFiles(dir string, in Input) error {
-	for name, render := range map[string]func(io.Writer, Input) error{
-		"report.md":   Markdown,
-		"report.html": HTML,
-	} {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return fmt.Errorf("create %s: %w", name, err)
-		}
-		err = render(f, in)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("render %s: %w", name, err)
+func WriteFiles(dir string, r Report) error {
+	for _, f := range []struct {
+		name   string
+		render func(io.Writer) error
+	}{{"report.md", r.Markdown}, {"report.html", r.HTML}} {
+		if err := writeFile(filepath.Join(dir, f.name), f.render); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+func writeFile(path string, render func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	err = render(f)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close %s: %w", path, cerr)
+	}
+	return err
 }

@@ -3,45 +3,57 @@ package report
 import (
 	"bytes"
 	"encoding/xml"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/onsi/ginkgo/v2/types"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/internal/golden"
 )
 
-func sample() *evidence.Set {
-	red := &evidence.Run{Mode: evidence.Red, MetRed: true, Summary: "0/10 replies, 10 ECONNREFUSED",
-		Attempts: 10, HostRefused: 10, Duration: 2 * time.Second}
-	green := &evidence.Run{Mode: evidence.Green, MetGreen: true, Summary: "10/10 replies", Attempts: 10, Replies: 10,
-		Backends: map[string]int{"echo-1@w1/zone-a": 6, "echo-2@w2/zone-b": 4},
-		Counters: map[string]float64{`svclb_svc_refused_total{reason="no-endpoints"}`: 0}, Duration: 3 * time.Second}
-	v, why := evidence.Judge(red, green)
-	drainGreen := &evidence.Run{Mode: evidence.Green, MetGreen: true, Timeline: []evidence.Sample{
-		{At: 0, Stage: "1 ready", Backend: "a", BackendState: "ready", Outcome: "reply"},
-		{At: time.Second, Stage: "0 ready", Backend: "b<script>", BackendState: "terminating", Outcome: "reply"},
-	}}
-	return &evidence.Set{
-		Env: &evidence.Env{Proxy: "builtin", KubernetesVersion: "v1.34.4", KindVersion: "v0.33.0", EnvoyVersion: "n/a",
-			Nodes: []evidence.Node{{Name: "svclb-worker", Zone: "zone-a"}}},
-		Legs: []*evidence.Leg{
-			{Name: "reach", Red: red, Green: green, Verdict: v, Reason: why, Duration: 5 * time.Second, Setup: "s", GreenMeans: "g", RedExpect: "r"},
-			{Name: "drain", Red: &evidence.Run{Mode: evidence.Red, MetGreen: true, Summary: "a|b"}, Green: drainGreen,
-				Verdict: evidence.ProvesNothing, Reason: "green with the agent off"},
-		},
-		Phases:      []evidence.Phase{{Name: "cluster create", Seconds: 60}, {Name: "total", Seconds: 300}},
-		Programming: &evidence.Programming{Changes: 5, Agent: evidence.Quantiles{Metric: "svclb_network_programming_duration_seconds", Count: 5, P50: 0.05, P99: 0.2}},
+// TestGolden renders the fixture evidence directories under testdata (a
+// passing run with a control leg and a drain timeline; a failing one with
+// every kind of failure) and compares both reports with their golden files.
+func TestGolden(t *testing.T) {
+	for _, c := range []struct {
+		dir     string
+		failure string
+		passed  bool
+	}{{"passed", "", true}, {"failed", "make e2e-svc: the suite exited 1", false}} {
+		t.Run(c.dir, func(t *testing.T) {
+			dir := filepath.Join("testdata", c.dir)
+			in, err := Load(dir, filepath.Join(dir, "ginkgo.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.Failure = c.failure
+			r := Build(in)
+			if r.Passed != c.passed {
+				t.Fatalf("Passed = %v, want %v (%s)", r.Passed, c.passed, r.Tally)
+			}
+			for _, out := range []struct {
+				ext    string
+				render func(io.Writer) error
+			}{{"md", r.Markdown}, {"html", r.HTML}} {
+				var b bytes.Buffer
+				if err := out.render(&b); err != nil {
+					t.Fatal(err)
+				}
+				golden.Check(t, filepath.Join("testdata", c.dir+".report."+out.ext+".golden"), b.Bytes())
+			}
+		})
 	}
 }
 
 func TestMarkdown(t *testing.T) {
 	var b bytes.Buffer
-	in := Input{Evidence: sample()}
-	if err := Markdown(&b, in); err != nil {
+	in := Input{Evidence: sample(), Ginkgo: ginkgoRun("", map[string]types.SpecState{"reach": types.SpecStatePassed, "drain": types.SpecStateFailed})}
+	if err := Build(in).Markdown(&b); err != nil {
 		t.Fatal(err)
 	}
 	md := b.String()
@@ -52,6 +64,7 @@ func TestMarkdown(t *testing.T) {
 		`a\|b`, // pipes escaped inside cells
 		"backends echo-1@w1/zone-a=6 echo-2@w2/zone-b=4",
 		"| builtin | v1.34.4 | v0.33.0 |",
+		"**Legs selected:** reach, drain (no label filter: every leg); 1 of 2 selected legs passed.",
 		"| cluster create | 60.0 |",
 		"| svclb agent | `svclb_network_programming_duration_seconds` | 5 | 50 ms | 200 ms |",
 		"| kube-proxy | `` | 0 | — | — |",
@@ -60,30 +73,34 @@ func TestMarkdown(t *testing.T) {
 			t.Errorf("report.md lacks %q\n%s", want, md)
 		}
 	}
-	if in.Passed() {
+	if Build(in).Passed {
 		t.Fatal("a proves-nothing leg must fail the run")
 	}
 	in.Evidence.Legs = in.Evidence.Legs[:1]
-	if !in.Passed() {
-		t.Fatal("one passing leg and nothing else must pass")
+	in.Ginkgo = ginkgoRun("reach", map[string]types.SpecState{"reach": types.SpecStatePassed, "drain": types.SpecStateSkipped})
+	if !Build(in).Passed {
+		t.Fatal("one selected leg that passed, and nothing else, must pass")
 	}
 	in.Failure = "make cluster failed"
-	if in.Passed() {
+	if Build(in).Passed {
 		t.Fatal("a failure outside the suite must fail the run")
 	}
-	if (Input{}).Passed() {
+	if Build(Input{}).Passed {
 		t.Fatal("no legs at all must not pass")
 	}
 }
 
 func TestHTMLIsWellFormedAndEscaped(t *testing.T) {
 	var b bytes.Buffer
-	if err := HTML(&b, Input{Evidence: sample()}); err != nil {
+	if err := Build(Input{Evidence: sample()}).HTML(&b); err != nil {
 		t.Fatal(err)
 	}
 	h := b.String()
 	if strings.Contains(h, "b<script>") {
 		t.Fatal("backend names must be escaped")
+	}
+	if !strings.Contains(h, "not recorded: no usable ginkgo.json") {
+		t.Error("without ginkgo.json the header must say the selection is not recorded")
 	}
 	// The programming table comes from the same rows as report.md's.
 	if want := "<tr><td>svclb agent</td><td><code>svclb_network_programming_duration_seconds</code></td><td>5</td><td>50 ms</td><td>200 ms</td></tr>"; !strings.Contains(h, want) {
@@ -92,13 +109,22 @@ func TestHTMLIsWellFormedAndEscaped(t *testing.T) {
 	if n := strings.Count(h, "<svg"); n < 3 {
 		t.Fatalf("want charts for distribution, drain timeline and phases, got %d svg", n)
 	}
+	// Read offline: nothing to fetch, no script; the only URLs are SVG namespaces.
+	for _, bad := range []string{"<script", "<link", " src="} {
+		if strings.Contains(h, bad) {
+			t.Errorf("report.html contains %q", bad)
+		}
+	}
+	if n, svg := strings.Count(h, "://"), strings.Count(h, `xmlns="http://www.w3.org/2000/svg"`); n != svg {
+		t.Errorf("report.html has %d URLs, %d of them SVG namespaces", n, svg)
+	}
 	// Every chart must parse as XML on its own (browsers are lenient; reviewers are not).
 	for _, part := range strings.Split(h, "<svg")[1:] {
 		svg := "<svg" + part[:strings.Index(part, "</svg>")] + "</svg>"
 		d := xml.NewDecoder(strings.NewReader(svg))
 		for {
 			if _, err := d.Token(); err != nil {
-				if err.Error() == "EOF" {
+				if errors.Is(err, io.EOF) {
 					break
 				}
 				t.Fatalf("svg is not well-formed: %v\n%s", err, svg)
@@ -108,16 +134,15 @@ func TestHTMLIsWellFormedAndEscaped(t *testing.T) {
 }
 
 func TestGinkgoOnlyLegGetsARow(t *testing.T) {
-	rep := types.Report{SpecReports: types.SpecReports{
+	rep := types.Report{SuiteConfig: types.SuiteConfig{LabelFilter: "drain || programming"}, SpecReports: types.SpecReports{
 		{LeafNodeType: types.NodeTypeIt, LeafNodeLabels: []string{"drain"}, State: types.SpecStatePanicked,
 			Failure: types.Failure{Message: "nil map\nstack"}},
 		{LeafNodeType: types.NodeTypeIt, LeafNodeLabels: []string{"topology"}, State: types.SpecStateSkipped},
 		{LeafNodeType: types.NodeTypeBeforeSuite, State: types.SpecStateFailed, Failure: types.Failure{Message: "deploy guard: timeout"}},
 		{LeafNodeType: types.NodeTypeIt, LeafNodeText: "compares", LeafNodeLabels: []string{"programming"}, State: types.SpecStateFailed, Failure: types.Failure{Message: "no samples"}},
 	}}
-	in := Input{Ginkgo: []types.Report{rep}}
 	var b bytes.Buffer
-	if err := Markdown(&b, in); err != nil {
+	if err := Build(Input{Ginkgo: []types.Report{rep}}).Markdown(&b); err != nil {
 		t.Fatal(err)
 	}
 	md := b.String()
@@ -144,7 +169,10 @@ func TestLoadAndWriteFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFiles(dir, in); err != nil {
+	if len(in.Evidence.Legs) != 2 || in.Ginkgo != nil {
+		t.Fatalf("loaded %d legs, ginkgo %v", len(in.Evidence.Legs), in.Ginkgo)
+	}
+	if err := WriteFiles(dir, Build(in)); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"report.md", "report.html"} {
@@ -152,10 +180,17 @@ func TestLoadAndWriteFiles(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil || !strings.Contains(string(md), "**Legs selected:** selection not recorded; no usable ginkgo.json, so the run cannot pass") {
+		t.Fatalf("without ginkgo.json report.md must say the selection is not recorded (%v):\n%s", err, md)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "ginkgo.json"), []byte("not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Load(dir, filepath.Join(dir, "ginkgo.json")); err == nil {
 		t.Fatal("a corrupt Ginkgo report must be an error")
+	}
+	if err := WriteFiles(filepath.Join(dir, "missing"), Build(in)); err == nil {
+		t.Fatal("writing into a missing directory must be an error")
 	}
 }

@@ -1,0 +1,141 @@
+package report
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/onsi/ginkgo/v2/types"
+
+	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+)
+
+func TestVerdict(t *testing.T) {
+	const (
+		ran     = types.SpecStatePassed
+		failed  = types.SpecStateFailed
+		skipped = types.SpecStateSkipped
+	)
+	redOK, greenOK := run(evidence.Red, true, false), run(evidence.Green, false, true)
+	unchanged := run(evidence.Red, true, true) // a control leg's red run
+	reach := leg("reach", redOK, greenOK, "")
+	drain := leg("drain", redOK, greenOK, "")
+	passthrough := leg("passthrough", unchanged, greenOK, evidence.Pass)
+	all3 := map[string]types.SpecState{"reach": ran, "drain": ran, "passthrough": ran}
+	cases := []struct {
+		name    string
+		legs    []*evidence.Leg
+		ginkgo  []types.Report
+		failure string // the caller's
+		set     func(*evidence.Set)
+		want    bool
+		// wantRow is a leg that must have a row, with its verdict.
+		wantRow, wantVerdict string
+		unselected           bool // wantRow's evidence is outside the selection
+	}{
+		{name: "every selected leg passed", legs: []*evidence.Leg{reach, drain, passthrough}, ginkgo: ginkgoRun("", all3), want: true},
+		{name: "label filter: the legs it selects passed", legs: []*evidence.Leg{reach},
+			ginkgo: ginkgoRun("reach", map[string]types.SpecState{"reach": ran, "drain": skipped, "topology": skipped}), want: true},
+		{name: "one leg failed", legs: []*evidence.Leg{reach, leg("drain", redOK, run(evidence.Green, false, false), ""), passthrough},
+			ginkgo: ginkgoRun("", all3), wantRow: "drain", wantVerdict: "green failed"},
+		{name: "one leg proves nothing", legs: []*evidence.Leg{reach, leg("drain", run(evidence.Red, false, true), greenOK, "")},
+			ginkgo: ginkgoRun("reach || drain", map[string]types.SpecState{"reach": ran, "drain": ran}), wantRow: "drain", wantVerdict: "proves nothing"},
+		{name: "selected leg skipped, no evidence", legs: []*evidence.Leg{reach, drain},
+			ginkgo: ginkgoRun("", map[string]types.SpecState{"reach": ran, "drain": ran, "topology": skipped}), wantRow: "topology", wantVerdict: "incomplete"},
+		{name: "selected leg failed before it wrote evidence", legs: []*evidence.Leg{reach},
+			ginkgo: ginkgoRun("reach,affinity", map[string]types.SpecState{"reach": ran, "affinity": failed}), wantRow: "affinity", wantVerdict: "incomplete"},
+		{name: "control leg: unchanged red and green pass", legs: []*evidence.Leg{passthrough},
+			ginkgo: ginkgoRun("passthrough", map[string]types.SpecState{"passthrough": ran}), want: true, wantRow: "passthrough", wantVerdict: "pass"},
+		{name: "control leg: green failed", legs: []*evidence.Leg{leg("passthrough", unchanged, run(evidence.Green, false, false), evidence.GreenFailed)},
+			ginkgo: ginkgoRun("passthrough", map[string]types.SpecState{"passthrough": failed}), wantRow: "passthrough", wantVerdict: "green failed"},
+		{name: "selection not recorded (no ginkgo.json)", legs: []*evidence.Leg{reach, drain, passthrough}},
+		{name: "filter selects no leg", ginkgo: ginkgoRun("programming", map[string]types.SpecState{"reach": skipped})},
+		{name: "failure outside the suite", legs: []*evidence.Leg{reach}, ginkgo: ginkgoRun("reach", map[string]types.SpecState{"reach": ran}),
+			failure: "make cluster failed"},
+		{name: "setup failure (failure.txt)", legs: []*evidence.Leg{reach}, ginkgo: ginkgoRun("reach", map[string]types.SpecState{"reach": ran}),
+			set: func(s *evidence.Set) { s.Failure = "setup: guard: timeout" }},
+		{name: "suite failed outside the legs", legs: []*evidence.Leg{reach},
+			ginkgo: func() []types.Report {
+				g := ginkgoRun("reach", map[string]types.SpecState{"reach": ran})
+				g[0].SpecialSuiteFailureReasons = []string{"Interrupted by User"}
+				return g
+			}()},
+		{name: "failed evidence of a leg outside the selection", legs: []*evidence.Leg{reach, leg("drain", run(evidence.Red, false, true), greenOK, "")},
+			ginkgo: ginkgoRun("reach", map[string]types.SpecState{"reach": ran, "drain": skipped}), wantRow: "drain", wantVerdict: "proves nothing", unselected: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			set := &evidence.Set{Legs: c.legs}
+			if c.set != nil {
+				c.set(set)
+			}
+			r := Build(Input{Evidence: set, Ginkgo: c.ginkgo, Failure: c.failure})
+			if r.Passed != c.want || (r.Status == "PASSED") != c.want {
+				t.Fatalf("Passed = %v (%s, %s), want %v", r.Passed, r.Status, r.Tally, c.want)
+			}
+			if c.wantRow == "" {
+				return
+			}
+			i := slices.IndexFunc(r.Legs, func(l Leg) bool { return l.Name == c.wantRow })
+			if i < 0 || r.Legs[i].Verdict != c.wantVerdict || r.Legs[i].Failed == (c.wantVerdict == "pass") || r.Legs[i].Selected == c.unselected {
+				t.Fatalf("row %q: %+v, want verdict %q", c.wantRow, r.Legs, c.wantVerdict)
+			}
+		})
+	}
+}
+
+func TestSelection(t *testing.T) {
+	states := map[string]types.SpecState{"refuse-no-endpoints": types.SpecStatePassed,
+		"reach": types.SpecStateSkipped, "drain": types.SpecStateSkipped, "affinity": types.SpecStatePending}
+	cases := []struct {
+		filter      string
+		suiteLabels []string
+		want        []string
+	}{
+		// A selected spec that was skipped (interrupted run) is still
+		// selected: that is how a leg that did not run fails the run. A
+		// pending one never runs, whatever the filter.
+		{"", nil, []string{"reach", "refuse-no-endpoints", "drain"}},
+		{"reach || refuse-no-endpoints", nil, []string{"reach", "refuse-no-endpoints"}},
+		{"!drain", nil, []string{"reach", "refuse-no-endpoints"}},
+		// Ginkgo matches the suite's labels together with the spec's.
+		{"e2e && drain", []string{"e2e"}, []string{"drain"}},
+		{"e2e && drain", nil, nil},
+	}
+	for _, c := range cases {
+		g := ginkgoRun(c.filter, states)
+		g[0].SuiteLabels = c.suiteLabels
+		if sel := selectionOf(Input{Ginkgo: g}); !sel.Recorded || sel.Filter != c.filter || !slices.Equal(sel.Legs, c.want) {
+			t.Errorf("filter %q, suite labels %v: selection %+v, want legs %v", c.filter, c.suiteLabels, sel, c.want)
+		}
+	}
+	if sel := selectionOf(Input{Ginkgo: ginkgoRun("reach &&", states)}); sel.Recorded || len(sel.Legs) > 0 {
+		t.Errorf("a filter Ginkgo cannot parse must not count as recorded: %+v", sel)
+	}
+	if sel := selectionOf(Input{}); sel.Recorded {
+		t.Error("no Ginkgo report: the selection is not recorded")
+	}
+}
+
+func TestMarks(t *testing.T) {
+	cases := []struct {
+		run  *evidence.Run
+		v    evidence.Verdict
+		want string
+		ok   bool
+	}{
+		{run(evidence.Red, true, false), evidence.Pass, "✓ red", true},
+		{run(evidence.Red, true, true), evidence.Pass, "✓ unchanged (control leg)", true},
+		{run(evidence.Red, true, true), evidence.GreenFailed, "✓ unchanged (control leg)", true},
+		// Not a control leg: Judge says a green-looking red proves nothing.
+		{run(evidence.Red, true, true), evidence.ProvesNothing, "✗ green", false},
+		{run(evidence.Red, false, true), evidence.ProvesNothing, "✗ green", false},
+		{run(evidence.Red, false, false), evidence.RedUnexpected, "✗", false},
+		{run(evidence.Green, false, true), evidence.Pass, "✓ green", true},
+		{run(evidence.Green, false, false), evidence.GreenFailed, "✗", false},
+	}
+	for _, c := range cases {
+		if got, ok := mark(c.run, c.v); got != c.want || ok != c.ok {
+			t.Errorf("mark(%s red=%v green=%v, %s) = %q %v, want %q %v", c.run.Mode, c.run.MetRed, c.run.MetGreen, c.v, got, ok, c.want, c.ok)
+		}
+	}
+}
