@@ -94,7 +94,7 @@ func legOf(s types.SpecReport) string {
 	return ""
 }
 
-// legRank orders legs as DESIGN.md §5 does (evidence.LegOrder), unknown ones last.
+// legRank orders legs as e2e/doc.go lists them (evidence.LegOrder), unknown ones last.
 func legRank(name string) int {
 	if i := slices.Index(evidence.LegOrder, name); i >= 0 {
 		return i

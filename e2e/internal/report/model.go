@@ -60,7 +60,7 @@ type Leg struct {
 type Side struct {
 	Mode  string // "red" or "green"
 	Title string // "red (agent off)"
-	// Means is what this run is expected to show (DESIGN.md §5).
+	// Means is what this run is expected to show (e2e/doc.go).
 	Means string
 	Ran   bool
 	OK    bool   // the run showed what its mode is for

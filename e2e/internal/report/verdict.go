@@ -17,7 +17,7 @@ type Selection struct {
 	Recorded bool
 	// Filter is Ginkgo's label filter; empty selects every leg.
 	Filter string
-	// Legs are the selected legs in DESIGN.md §5 order.
+	// Legs are the selected legs in e2e/doc.go order.
 	Legs []string
 }
 
