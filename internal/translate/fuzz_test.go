@@ -1,8 +1,10 @@
-package translate
+package translate_test
 
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/aether-mesh/svclb/internal/translate"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -32,12 +34,12 @@ func FuzzService(f *testing.F) {
 			}
 		})
 		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "", Port: 81})
-		cs, ls, _ := Service(svc, []*discoveryv1.EndpointSlice{s, s}, thisNode)
+		cs, ls, _ := translate.Service(svc, []*discoveryv1.EndpointSlice{s, s}, thisNode)
 		for i := range cs {
-			if err := Validate(cs[i]); err != nil {
+			if err := translate.Validate(cs[i]); err != nil {
 				t.Fatal(err)
 			}
-			if err := Validate(ls[i]); err != nil {
+			if err := translate.Validate(ls[i]); err != nil {
 				t.Fatal(err)
 			}
 		}

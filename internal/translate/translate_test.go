@@ -1,11 +1,12 @@
-package translate
+package translate_test
 
 import (
-	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/internal/translate/translatetest"
 	"github.com/aether-mesh/svclb/pkg/contract"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -15,69 +16,27 @@ import (
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
 
-var thisNode = Node{Name: "node-a", Zone: "zone-a"}
-
-func service(mut ...func(*corev1.Service)) *corev1.Service {
-	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
-		Spec: corev1.ServiceSpec{
-			ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"},
-			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}},
-		},
-	}
-	for _, m := range mut {
-		m(s)
-	}
-	return s
-}
-
-type epOpt func(*discoveryv1.Endpoint)
-
-func ep(ip string, opts ...epOpt) discoveryv1.Endpoint {
-	e := discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{
-		Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}}
-	for _, o := range opts {
-		o(&e)
-	}
-	return e
-}
-
-func terminating(e *discoveryv1.Endpoint) {
-	e.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}
-}
-func notReady(e *discoveryv1.Endpoint) {
-	e.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(false)}
-}
-func terminatingNotServing(e *discoveryv1.Endpoint) {
-	e.Conditions = discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(true)}
-}
-func onNode(n string) epOpt { return func(e *discoveryv1.Endpoint) { e.NodeName = ptr.To(n) } }
-func inZone(z string) epOpt { return func(e *discoveryv1.Endpoint) { e.Zone = ptr.To(z) } }
-func hints(z ...string) epOpt {
-	return func(e *discoveryv1.Endpoint) {
-		e.Hints = &discoveryv1.EndpointHints{}
-		for _, n := range z {
-			e.Hints.ForZones = append(e.Hints.ForZones, discoveryv1.ForZone{Name: n})
-		}
-	}
-}
-
-func slice(portName string, port int32, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
-	return &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "web-" + portName, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
-		Endpoints:   eps,
-	}
-}
+// The shared fixtures under the short names the tables below read best with.
+var (
+	thisNode              = translatetest.ThisNode
+	service               = translatetest.Service
+	slice                 = translatetest.Slice
+	ep                    = translatetest.EP
+	terminating           = translatetest.Terminating
+	notReady              = translatetest.NotReady
+	terminatingNotServing = translatetest.TerminatingNotServing
+	onNode                = translatetest.OnNode
+	inZone                = translatetest.InZone
+	hints                 = translatetest.Hints
+	listenerOpts          = translatetest.Options
+)
 
 // render prints "priority/zone/addr[T]" per endpoint: compact enough for a table.
-func render(eps []Endpoint) string {
+func render(eps []translate.Endpoint) string {
 	var b []string
 	for _, e := range eps {
 		s := strings.Join([]string{string(rune('0' + e.Priority)), e.Zone, e.Addr.String()}, "/")
@@ -100,7 +59,7 @@ func TestSelectEndpoints(t *testing.T) {
 		name   string
 		svc    *corev1.Service
 		slices []*discoveryv1.EndpointSlice
-		node   Node
+		node   translate.Node
 		want   string
 	}{
 		{name: "ready in band 0", svc: service(), slices: []*discoveryv1.EndpointSlice{slice("http", 8080, ep("10.0.0.2"), ep("10.0.0.1"))},
@@ -126,7 +85,7 @@ func TestSelectEndpoints(t *testing.T) {
 		{name: "PreferClose nothing in this zone: one band", svc: service(preferClose), slices: []*discoveryv1.EndpointSlice{slice("http", 8080,
 			ep("10.0.0.1", inZone("zone-b")))}, node: thisNode, want: "0/zone-b/10.0.0.1:8080"},
 		{name: "PreferClose without node zone: no topology", svc: service(preferClose), slices: []*discoveryv1.EndpointSlice{slice("http", 8080,
-			ep("10.0.0.1", inZone("zone-b")), ep("10.0.0.2", inZone("zone-a")))}, node: Node{Name: "node-a"},
+			ep("10.0.0.1", inZone("zone-b")), ep("10.0.0.2", inZone("zone-a")))}, node: translate.Node{Name: "node-a"},
 			want: "0/zone-a/10.0.0.2:8080 0/zone-b/10.0.0.1:8080"},
 		{name: "no PreferClose: zones ignored", svc: service(), slices: []*discoveryv1.EndpointSlice{slice("http", 8080,
 			ep("10.0.0.1", inZone("zone-b")), ep("10.0.0.2", inZone("zone-a")))}, node: thisNode,
@@ -162,7 +121,7 @@ func TestSelectEndpoints(t *testing.T) {
 		}(), want: "0//10.0.0.1:8080"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := render(SelectEndpoints(tc.svc, "http", tc.slices, tc.node))
+			got := render(translate.SelectEndpoints(tc.svc, "http", tc.slices, tc.node))
 			if got != tc.want {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
@@ -187,7 +146,7 @@ func TestServicePorts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			for _, p := range ServicePorts(tc.svc) {
+			for _, p := range translate.ServicePorts(tc.svc) {
 				got = append(got, contract.ClusterName(p.VIP, p.Port))
 			}
 			if !slices.Equal(got, tc.want) {
@@ -199,13 +158,13 @@ func TestServicePorts(t *testing.T) {
 
 func TestServiceCluster(t *testing.T) {
 	svc := service(func(s *corev1.Service) { s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP })
-	cs, ls, n := Service(svc, []*discoveryv1.EndpointSlice{slice("http", 8080, ep("10.0.0.1"), ep("10.0.0.2", terminating))}, thisNode)
+	cs, ls, n := translate.Service(svc, []*discoveryv1.EndpointSlice{slice("http", 8080, ep("10.0.0.1"), ep("10.0.0.2", terminating))}, thisNode)
 	if len(cs) != 1 || len(ls) != 1 || n != 2 {
 		t.Fatalf("got %d clusters, %d loads, %d endpoints", len(cs), len(ls), n)
 	}
 	c, l := cs[0], ls[0]
-	for _, m := range []validator{c, l} {
-		if err := Validate(m); err != nil {
+	for _, m := range []interface{ ValidateAll() error }{c, l} {
+		if err := translate.Validate(m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -235,17 +194,13 @@ func TestServiceCluster(t *testing.T) {
 			}
 		}
 	}
-	plain, _, _ := Service(service(), nil, thisNode)
+	plain, _, _ := translate.Service(service(), nil, thisNode)
 	if plain[0].LbPolicy != clusterv3.Cluster_ROUND_ROBIN {
 		t.Errorf("no affinity: %v", plain[0].LbPolicy)
 	}
 }
 
-func listenerOpts(p1, p2 bool) ListenerOptions {
-	return ListenerOptions{Range: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}, RangeKnown: true, Phase1: p1, Phase2: p2}
-}
-
-func onDemand(o ListenerOptions) ListenerOptions {
+func onDemand(o translate.ListenerOptions) translate.ListenerOptions {
 	o.OnDemand = true
 	return o
 }
@@ -259,10 +214,10 @@ func chainNames(l *listenerv3.Listener) []string {
 }
 
 func TestCaptureListener(t *testing.T) {
-	pod := CapturedPod{Namespace: "ns", Name: "client", NetnsPath: "/var/run/netns/cni-1"}
+	pod := translate.CapturedPod{Namespace: "ns", Name: "client", NetnsPath: "/var/run/netns/cni-1"}
 	for _, tc := range []struct {
 		name      string
-		opts      ListenerOptions
+		opts      translate.ListenerOptions
 		chains    string
 		action    string
 		accessLog bool
@@ -270,18 +225,18 @@ func TestCaptureListener(t *testing.T) {
 		{"phase1+2", listenerOpts(true, true), "cap_svc default=cap_passthrough", "cap_svc", true},
 		{"phase1 only", listenerOpts(true, false), "cap_svc default=cap_passthrough", "cap_svc", false},
 		{"phase1 off", listenerOpts(false, true), "cap_passthrough_svc default=cap_passthrough", "cap_passthrough_svc", false},
-		{"range unknown", ListenerOptions{Phase1: true, Phase2: true}, "default=cap_passthrough", "", false},
+		{"range unknown", translate.ListenerOptions{Phase1: true, Phase2: true}, "default=cap_passthrough", "", false},
 		{"on-demand", onDemand(listenerOpts(true, true)), "cap_svc default=cap_passthrough", "cap_svc", true},
 		{"on-demand, phase1 off", onDemand(listenerOpts(false, true)), "cap_passthrough_svc default=cap_passthrough", "cap_passthrough_svc", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := CaptureListener(pod, tc.opts)
-			if err := Validate(l); err != nil {
+			l := translate.CaptureListener(pod, tc.opts)
+			if err := translate.Validate(l); err != nil {
 				t.Fatal(err)
 			}
-			set := Set{Listeners: map[string]*listenerv3.Listener{l.Name: l},
-				Clusters: map[string]*clusterv3.Cluster{contract.PassthroughCluster: PassthroughOriginalDst()}}
-			if err := CheckReferences(set); err != nil {
+			set := translate.Set{Listeners: map[string]*listenerv3.Listener{l.Name: l},
+				Clusters: map[string]*clusterv3.Cluster{contract.PassthroughCluster: translate.PassthroughOriginalDst()}}
+			if err := translate.CheckReferences(set); err != nil {
 				t.Fatal(err)
 			}
 			if l.Name != "capture~ns~client" || l.GetAddress().GetSocketAddress().GetNetworkNamespaceFilepath() != pod.NetnsPath ||
@@ -291,7 +246,7 @@ func TestCaptureListener(t *testing.T) {
 			if got := strings.Join(chainNames(l), " "); got != tc.chains {
 				t.Errorf("chains %q, want %q", got, tc.chains)
 			}
-			actions, err := matcherActions(l.FilterChainMatcher)
+			actions, err := translate.MatcherActions(l.FilterChainMatcher)
 			if err != nil || strings.Join(actions, ",") != tc.action {
 				t.Errorf("matcher actions %v (%v), want %q", actions, err, tc.action)
 			}
@@ -322,7 +277,7 @@ func TestCaptureListener(t *testing.T) {
 			if wantOD {
 				src := od[0].GetOdcdsConfig()
 				if src.GetAds() == nil || src.GetResourceApiVersion() != corev3.ApiVersion_V3 || src.GetInitialFetchTimeout() != nil ||
-					od[0].GetTimeout().AsDuration() != OnDemandTimeout || od[0].GetResourcesLocator() != "" {
+					od[0].GetTimeout().AsDuration() != translate.OnDemandTimeout || od[0].GetResourcesLocator() != "" {
 					t.Errorf("on_demand %v, want {odcds_config: {ads: {}, resource_api_version: V3}, timeout: 5s}", od[0])
 				}
 			}
@@ -331,34 +286,36 @@ func TestCaptureListener(t *testing.T) {
 }
 
 func TestCheckReferencesRejects(t *testing.T) {
-	pod := CapturedPod{Namespace: "ns", Name: "client", NetnsPath: "/var/run/netns/cni-1"}
-	good := func() Set {
-		l := CaptureListener(pod, listenerOpts(true, true))
-		cs, ls, _ := Service(service(), nil, thisNode)
-		return Set{
+	pod := translate.CapturedPod{Namespace: "ns", Name: "client", NetnsPath: "/var/run/netns/cni-1"}
+	good := func() translate.Set {
+		l := translate.CaptureListener(pod, listenerOpts(true, true))
+		cs, ls, _ := translate.Service(service(), nil, thisNode)
+		return translate.Set{
 			Listeners: map[string]*listenerv3.Listener{l.Name: l},
-			Clusters:  map[string]*clusterv3.Cluster{contract.PassthroughCluster: PassthroughOriginalDst(), cs[0].Name: cs[0]},
+			Clusters:  map[string]*clusterv3.Cluster{contract.PassthroughCluster: translate.PassthroughOriginalDst(), cs[0].Name: cs[0]},
 			Loads:     map[string]*endpointv3.ClusterLoadAssignment{ls[0].ClusterName: ls[0]},
 		}
 	}
-	if err := CheckReferences(good()); err != nil {
+	if err := translate.CheckReferences(good()); err != nil {
 		t.Fatalf("good set rejected: %v", err)
 	}
 	for _, tc := range []struct {
 		name string
-		mut  func(*Set)
+		mut  func(*translate.Set)
 		want string
 	}{
-		{"passthrough cluster missing", func(s *Set) { delete(s.Clusters, contract.PassthroughCluster) }, "not published"},
-		{"load assignment missing", func(s *Set) { clear(s.Loads) }, "no load assignment"},
-		{"orphan load assignment", func(s *Set) { delete(s.Clusters, "svc:10.96.0.10:80") }, "no cluster"},
-		{"matcher names a missing chain", func(s *Set) { s.Listeners["capture~ns~client"].FilterChains[0].Name = "other" }, "does not exist"},
-		{"duplicate chain", func(s *Set) { s.Listeners["capture~ns~client"].FilterChains[0].Name = contract.ChainPassthrough }, "duplicate"},
+		{"passthrough cluster missing", func(s *translate.Set) { delete(s.Clusters, contract.PassthroughCluster) }, "not published"},
+		{"load assignment missing", func(s *translate.Set) { clear(s.Loads) }, "no load assignment"},
+		{"orphan load assignment", func(s *translate.Set) { delete(s.Clusters, "svc:10.96.0.10:80") }, "no cluster"},
+		{"matcher names a missing chain", func(s *translate.Set) { s.Listeners["capture~ns~client"].FilterChains[0].Name = "other" }, "does not exist"},
+		{"duplicate chain", func(s *translate.Set) {
+			s.Listeners["capture~ns~client"].FilterChains[0].Name = contract.ChainPassthrough
+		}, "duplicate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := good()
 			tc.mut(&s)
-			err := CheckReferences(s)
+			err := translate.CheckReferences(s)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want error containing %q", err, tc.want)
 			}
@@ -367,29 +324,29 @@ func TestCheckReferencesRejects(t *testing.T) {
 }
 
 func TestValidateRejectsInvalid(t *testing.T) {
-	c := Cluster("", "x", false) // empty name violates the proto's rules
-	if err := Validate(c); err == nil {
+	c := translate.Cluster("", "x", false) // empty name violates the proto's rules
+	if err := translate.Validate(c); err == nil {
 		t.Error("cluster without name validated")
 	}
-	l := CaptureListener(CapturedPod{Namespace: "ns", Name: "p"}, listenerOpts(true, true))
+	l := translate.CaptureListener(translate.CapturedPod{Namespace: "ns", Name: "p"}, listenerOpts(true, true))
 	l.ListenerFilters[0].GetTypedConfig().TypeUrl = "type.googleapis.com/nope.Nope"
-	if err := Validate(l); err == nil {
+	if err := translate.Validate(l); err == nil {
 		t.Error("listener with unresolvable typed config validated")
 	}
 }
 
 func TestCheckChanged(t *testing.T) {
-	cs, ls, _ := Service(service(), nil, thisNode)
-	s := Set{Clusters: map[string]*clusterv3.Cluster{cs[0].Name: cs[0]}, Loads: map[string]*endpointv3.ClusterLoadAssignment{}}
-	if err := CheckChanged(s, []string{cs[0].Name}, nil); err == nil {
+	cs, ls, _ := translate.Service(service(), nil, thisNode)
+	s := translate.Set{Clusters: map[string]*clusterv3.Cluster{cs[0].Name: cs[0]}, Loads: map[string]*endpointv3.ClusterLoadAssignment{}}
+	if err := translate.CheckChanged(s, []string{cs[0].Name}, nil); err == nil {
 		t.Error("changed cluster without load assignment accepted")
 	}
-	if err := CheckChanged(s, nil, nil); err != nil {
+	if err := translate.CheckChanged(s, nil, nil); err != nil {
 		t.Errorf("unchanged names are not checked: %v", err)
 	}
 	s.Loads[ls[0].ClusterName] = ls[0]
 	delete(s.Clusters, cs[0].Name)
-	if err := CheckChanged(s, []string{cs[0].Name}, nil); err == nil {
+	if err := translate.CheckChanged(s, []string{cs[0].Name}, nil); err == nil {
 		t.Error("deleted cluster whose load assignment stayed accepted")
 	}
 }
