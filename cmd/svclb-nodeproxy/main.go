@@ -17,9 +17,9 @@ import (
 
 func main() {
 	var o nodeproxy.Options
-	flag.StringVar(&o.XDSSocket, "xds-socket", contract.XDSSocket, "the agent's xDS/ALS unix socket (bootstrap cluster xds_cluster)")
-	flag.StringVar(&o.NodeID, "node-id", "", "xDS node id (svclb-node~<nodeName>); default from $NODE_NAME")
-	flag.StringVar(&o.NodeCluster, "node-cluster", "svclb", "xDS node cluster")
+	flag.StringVar(&o.XDSSocket, "xds-socket", contract.XDSSocket, "the agent's xDS/ALS unix socket (bootstrap cluster "+contract.XDSCluster+")")
+	flag.StringVar(&o.NodeID, "node-id", "", "xDS node id; default "+contract.NodeID("$NODE_NAME"))
+	flag.StringVar(&o.NodeCluster, "node-cluster", contract.NodeCluster, "xDS node cluster")
 	flag.StringVar(&o.AdminAddr, "admin", fmt.Sprintf("127.0.0.1:%d", contract.ProxyAdminPort), "admin address (/stats, /listeners, /ready, /config_dump); empty disables")
 	verbose := flag.Bool("v", false, "debug logging")
 	flag.Parse()
