@@ -1,3 +1,5 @@
+// Run: the agent's configuration and wiring (clients, informers, syncer, xDS and HTTP servers).
+
 package agent
 
 import (
@@ -8,14 +10,12 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -42,7 +42,7 @@ type Config struct {
 	Kubeconfig    string         // empty: in-cluster
 	RestConfig    *rest.Config   // when set, used instead of Kubeconfig
 	XDSSocket     string         // default contract.XDSSocket
-	HTTPAddr      string         // default :contract.AgentPort
+	HTTPAddr      string         // default :contract.AgentPort; port 0 picks a free one (see Ready)
 	NetnsDir      string         // default /var/run/netns
 	Phase1        bool           // default until the ConfigMap says otherwise
 	Phase2        bool           // default until the ConfigMap says otherwise
@@ -54,6 +54,10 @@ type Config struct {
 	OnDemandMax int    // default DefaultOnDemandMax: cap on the admitted on-demand names
 	DemandFile  string // where the admitted names persist across restarts; empty: nowhere
 	Logger      *slog.Logger
+	// Ready, when set, is called once the agent serves: the first snapshot is built and the
+	// xDS socket is open (/healthz turns 200). httpAddr is the address HTTP was bound to,
+	// the one to use when HTTPAddr's port is 0. It must not block.
+	Ready func(httpAddr net.Addr)
 }
 
 func (c *Config) defaults() error {
@@ -67,7 +71,7 @@ func (c *Config) defaults() error {
 		c.HTTPAddr = fmt.Sprintf(":%d", contract.AgentPort)
 	}
 	if c.NetnsDir == "" {
-		c.NetnsDir = "/var/run/netns"
+		c.NetnsDir = contract.NetnsDir
 	}
 	if c.Debounce == 0 {
 		c.Debounce = 50 * time.Millisecond
@@ -231,7 +235,10 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() { errc <- g.Serve(ln) }()
 	defer g.Stop()
 	ready.Store(true)
-	log.Info("serving xDS and ALS", "socket", cfg.XDSSocket, "http", cfg.HTTPAddr)
+	log.Info("serving xDS and ALS", "socket", cfg.XDSSocket, "http", httpLn.Addr().String())
+	if cfg.Ready != nil {
+		cfg.Ready(httpLn.Addr())
+	}
 
 	go s.loop(ctx, idx.Changed, cfg.Debounce)
 	select {
@@ -240,78 +247,6 @@ func Run(ctx context.Context, cfg Config) error {
 	case err := <-errc:
 		return err
 	}
-}
-
-// loop rebuilds like kube-proxy's bounded-frequency runner: a change after a quiet period is
-// pushed at once (no added latency), and what arrives within debounce of a push is coalesced
-// into the next one, so a burst costs at most one push per interval.
-func (s *syncer) loop(ctx context.Context, rangeChanged func() <-chan struct{}, debounce time.Duration) {
-	changed := rangeChanged()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-			changed = rangeChanged() // the range may have moved: listeners carry it
-			s.listenersChanged()
-			continue
-		case <-s.kick:
-		}
-		if err := s.sync(); err != nil {
-			s.log.Error("sync failed", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(debounce):
-		}
-	}
-}
-
-func nodeOf(name string, o any) translate.Node {
-	n := translate.Node{Name: name}
-	if node, ok := o.(*corev1.Node); ok && node.Name == name {
-		n.Zone = node.Labels[zoneLabel]
-	}
-	return n
-}
-
-func phasesOf(log *slog.Logger, o any, p1, p2 bool) (bool, bool) {
-	cm, ok := o.(*corev1.ConfigMap)
-	if !ok {
-		return p1, p2
-	}
-	parse := func(key string, def bool) bool {
-		v, ok := cm.Data[key]
-		if !ok {
-			return def
-		}
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			log.Error("ignoring unparsable phase in ConfigMap", "configmap", contract.Namespace+"/"+contract.AgentConfigMap, "key", key, "value", v)
-			return def
-		}
-		return b
-	}
-	return parse(contract.KeyPhase1, p1), parse(contract.KeyPhase2, p2)
-}
-
-// cdsModeOf reads the ConfigMap's "cds" key; missing or unparsable (logged) keeps def.
-func cdsModeOf(log *slog.Logger, o any, def CDSMode) CDSMode {
-	cm, ok := o.(*corev1.ConfigMap)
-	if !ok {
-		return def
-	}
-	v, ok := cm.Data[contract.KeyCDS]
-	if !ok {
-		return def
-	}
-	m, err := ParseCDSMode(v)
-	if err != nil {
-		log.Error("ignoring unparsable CDS mode in ConfigMap", "configmap", contract.Namespace+"/"+contract.AgentConfigMap, "key", contract.KeyCDS, "value", v, "error", err)
-		return def
-	}
-	return m
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -18,6 +18,7 @@ import (
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -207,7 +208,7 @@ func BenchmarkOnDemandScan(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		f.s = newSyncer(log, &recorder{}, f.s.services, f.slices, f.pods, f.s.netns, f.rng, m, translate.Node{Name: "node-a"}, true, true)
+		f.s = newSyncer(log, &recorder{}, f.s.services, f.slices, f.pods, f.s.netns, f.index, m, translate.Node{Name: "node-a"}, true, true)
 		f.s.configureDemand(CDSOnDemand, max, "")
 		f.sync(b)
 		f.s.ClusterDemand(scan, nil)
@@ -217,7 +218,7 @@ func BenchmarkOnDemandScan(b *testing.B) {
 		if st := f.s.status.Load(); st.Clusters != max+1 || st.Demanded != max || st.Pending != maxPending {
 			b.Fatalf("after the scan: %d clusters, %d demanded, %d pending", st.Clusters, st.Demanded, st.Pending)
 		}
-		if got := metricValue(b, reg, "svclb_ondemand_refused_total", "reason", "over-cap"); got != benchServices-max {
+		if got := testutil.ToFloat64(m.odRefused.WithLabelValues(refusedOverCap)); got != benchServices-max {
 			b.Fatalf("over-cap refusals %v, want %d", got, benchServices-max)
 		}
 		b.StartTimer()

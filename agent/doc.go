@@ -20,8 +20,9 @@
 // Config.DemandFile and are restored before the first snapshot. docs/architecture.md,
 // "On-demand CDS mode", is the contract.
 //
-// HTTP (Config.HTTPAddr, :9750): /metrics (Prometheus), /healthz (200 once the first
-// snapshot is published, 503 before), and /status, a JSON document:
+// HTTP (Config.HTTPAddr, :9750; port 0 picks a free one, which Config.Ready is told): /metrics
+// (Prometheus), /healthz (200 once the first snapshot is published, 503 before), and /status,
+// a JSON document:
 //
 //	{
 //	  "node": "kind-worker", "zone": "zone-a",

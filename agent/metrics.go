@@ -1,3 +1,5 @@
+// Metrics: the agent's Prometheus series.
+
 package agent
 
 import (

@@ -18,66 +18,27 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
-	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/anypb"
+	"github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+	"github.com/aether-mesh/svclb/internal/adsclient"
+	"github.com/aether-mesh/svclb/internal/adstest"
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
-
-// metricValue is the value of one counter or gauge series (0 when absent).
-func metricValue(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.Metric {
-			for i := 0; i+1 < len(labels); i += 2 {
-				if !slices.ContainsFunc(m.Label, func(l *dto.LabelPair) bool { return l.GetName() == labels[i] && l.GetValue() == labels[i+1] }) {
-					continue series
-				}
-			}
-			if m.Counter != nil {
-				return m.Counter.GetValue()
-			}
-			return m.Gauge.GetValue()
-		}
-	}
-	return 0
-}
-
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 func (f *fixture) addService(svc *corev1.Service) {
 	_ = f.services.Add(svc)
-	f.rng.bump()
+	f.index.bump()
 	f.s.serviceChanged(svc)
 }
 
 func (f *fixture) deleteService(svc *corev1.Service) {
 	_ = f.services.Delete(svc)
-	f.rng.bump()
+	f.index.bump()
 	f.s.serviceChanged(svc)
 }
 
@@ -127,7 +88,7 @@ func TestOnDemandSyncer(t *testing.T) {
 		t.Fatalf("admitted: loads %v", got)
 	}
 	for reason, want := range map[string]float64{"malformed": 1, "external": 1, "no-service": 1, "port-not-declared": 1, "over-cap": 0} {
-		if got := metricValue(t, f.reg, "svclb_ondemand_refused_total", "reason", reason); got != want {
+		if got := testutil.ToFloat64(f.s.m.odRefused.WithLabelValues(reason)); got != want {
 			t.Errorf("refused{%s} = %v, want %v", reason, got, want)
 		}
 	}
@@ -135,14 +96,14 @@ func TestOnDemandSyncer(t *testing.T) {
 	if st.CDS != CDSOnDemand || st.Demanded != 1 || st.Pending != 3 || st.Clusters != 2 {
 		t.Fatalf("status cds=%s demanded=%d pending=%d clusters=%d, want on-demand 1 3 2 (malformed names are not kept)", st.CDS, st.Demanded, st.Pending, st.Clusters)
 	}
-	if v := metricValue(t, f.reg, "svclb_ondemand_admitted_total"); v != 1 {
+	if v := testutil.ToFloat64(f.s.m.odAdmitted); v != 1 {
 		t.Errorf("admitted_total %v", v)
 	}
 	// Asking again (a proxy reconnecting) changes nothing and counts nothing.
 	n := len(f.pub.updates)
 	f.s.ClusterDemand([]string{"svc:10.96.0.10:80"}, nil)
 	f.sync(t)
-	if len(f.pub.updates) != n || metricValue(t, f.reg, "svclb_ondemand_admitted_total") != 1 {
+	if len(f.pub.updates) != n || testutil.ToFloat64(f.s.m.odAdmitted) != 1 {
 		t.Fatal("a repeated request pushed or counted")
 	}
 
@@ -150,7 +111,7 @@ func TestOnDemandSyncer(t *testing.T) {
 	web2 := web.DeepCopy()
 	web2.Spec.Ports = append(web2.Spec.Ports, corev1.ServicePort{Name: "alt", Port: 81, Protocol: corev1.ProtocolTCP})
 	_ = f.services.Update(web2)
-	f.rng.bump()
+	f.index.bump()
 	f.s.serviceChanged(web2)
 	f.sync(t)
 	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{"passthrough_original_dst", "svc:10.96.0.10:80", "svc:10.96.0.10:81"}) {
@@ -237,95 +198,14 @@ func sorted(s []string) []string {
 	return s
 }
 
-// cdsClient is a delta ADS client speaking like the node proxy's on-demand CDS.
-// cdsClient is a delta ADS client over the agent's socket that applies and ACKs what it gets:
-// the CDS resources it holds, and the load assignments of any EDS names it subscribed.
-type cdsClient struct {
-	t     *testing.T
-	conn  *grpc.ClientConn // for ALS on the same socket
-	st    adsStream
-	loads map[string]*anypb.Any
-	ch    chan *discoverygrpc.DeltaDiscoveryResponse
-	have  map[string]bool // CDS resources the client holds
-	seen  map[string]bool // every CDS resource name ever received
-}
-
-type adsStream = grpc.BidiStreamingClient[discoverygrpc.DeltaDiscoveryRequest, discoverygrpc.DeltaDiscoveryResponse]
-
-func dialCDS(t *testing.T, ctx context.Context, sock string) *cdsClient {
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &cdsClient{t: t, conn: conn, st: st, loads: map[string]*anypb.Any{}, ch: make(chan *discoverygrpc.DeltaDiscoveryResponse, 64), have: map[string]bool{}, seen: map[string]bool{}}
-	go func() {
-		defer close(c.ch)
-		for {
-			r, err := st.Recv()
-			if err != nil {
-				return
-			}
-			c.ch <- r
-		}
-	}()
-	return c
-}
-
-func (c *cdsClient) send(r *discoverygrpc.DeltaDiscoveryRequest) {
-	c.t.Helper()
-	if err := c.st.Send(r); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-// pump applies and ACKs responses until cond holds (or for d when cond is nil).
-func (c *cdsClient) pump(what string, d time.Duration, cond func() bool) {
-	c.t.Helper()
-	deadline := time.After(d)
-	for cond == nil || !cond() {
-		select {
-		case r, ok := <-c.ch:
-			if !ok {
-				c.t.Fatal("ADS stream closed")
-			}
-			c.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce})
-			if r.TypeUrl == resource.EndpointType {
-				for _, x := range r.Resources {
-					c.loads[x.Name] = x.Resource
-				}
-				continue
-			}
-			if r.TypeUrl != resource.ClusterType {
-				continue
-			}
-			for _, x := range r.Resources {
-				c.have[x.Name], c.seen[x.Name] = true, true
-			}
-			for _, n := range r.RemovedResources {
-				delete(c.have, n)
-			}
-		case <-deadline:
-			if cond == nil {
-				return
-			}
-			c.t.Fatalf("timed out waiting for %s; client holds %v", what, keys(c.have))
-		}
-	}
-}
-
-// TestOnDemandOverADS drives on-demand CDS through the real delta ADS server with a gRPC
-// client that subscribes like the node proxy (legacy wildcard first, then "*" plus names).
+// TestOnDemandOverADS drives on-demand CDS through the real delta ADS server with the client
+// the built-in proxy runs (legacy wildcard first, then "*" plus names; names released).
 func TestOnDemandOverADS(t *testing.T) {
 	f := newFixture(t)
 	f.s.configureDemand(CDSOnDemand, 2, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, err := xdsserver.New(ctx, f.rng, f.reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := xdsserver.New(ctx, f.index, f.reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,47 +223,48 @@ func TestOnDemandOverADS(t *testing.T) {
 	}()
 	defer func() { cancel(); <-loopDone }()
 
-	c := dialCDS(t, ctx, sock)
-	c.send(&discoverygrpc.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "svclb-node~node-a", Cluster: "svclb"}, TypeUrl: resource.ClusterType})
-	c.pump("the wildcard's first response", 5*time.Second, func() bool { return c.have["passthrough_original_dst"] })
-	if len(c.have) != 1 {
-		t.Fatalf("wildcard on demand: %v", keys(c.have))
+	rec := adstest.NewRecorder()
+	c := &adsclient.Client{Node: &corev3.Node{Id: contract.NodeID("node-a"), Cluster: contract.NodeCluster}, Handler: rec, StreamEnded: rec.StreamEnded}
+	adstest.Start(ctx, t, sock, c)
+	has := func(name string) bool { return rec.Has(resource.ClusterType, name) }
+	seen := func(name string) bool { return slices.Contains(rec.Seen(resource.ClusterType), name) }
+	adstest.Eventually(t, "the wildcard's first response", func() bool { return has(contract.PassthroughCluster) })
+	if got := rec.Names(resource.ClusterType); len(got) != 1 {
+		t.Fatalf("wildcard on demand: %v", got)
 	}
-	ask := func(names ...string) {
-		c.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: append([]string{"*"}, names...)})
-	}
-	refused := func(reason string) float64 {
-		return metricValue(t, f.reg, "svclb_ondemand_refused_total", "reason", reason)
+	refused := func(reason string) float64 { return testutil.ToFloat64(f.s.m.odRefused.WithLabelValues(reason)) }
+	// settle lets the client take whatever the agent still pushes, and fails if name arrives.
+	settle := func(name string) {
+		t.Helper()
+		gomega.NewWithT(t).Consistently(func() bool { return seen(name) }).WithTimeout(200*time.Millisecond).WithPolling(10*time.Millisecond).
+			Should(gomega.BeFalse(), "%s received", name)
 	}
 
 	// A known name: pushed to the waiting subscription; the wildcard stays.
-	ask("svc:10.96.0.10:80")
-	c.pump("svc:10.96.0.10:80", 5*time.Second, func() bool { return c.have["svc:10.96.0.10:80"] })
+	c.SubscribeCluster("svc:10.96.0.10:80")
+	adstest.Eventually(t, "svc:10.96.0.10:80", func() bool { return has("svc:10.96.0.10:80") })
 
 	// An unknown name: nothing, refused once, remembered.
-	ask("svc:10.96.0.99:80")
-	eventually(t, "the refusal", func() bool { return refused("no-service") == 1 })
-	c.pump("", 200*time.Millisecond, nil)
-	if c.seen["svc:10.96.0.99:80"] || f.s.status.Load().Pending != 1 {
-		t.Fatalf("unknown name: received %v, pending %d", keys(c.seen), f.s.status.Load().Pending)
+	c.SubscribeCluster("svc:10.96.0.99:80")
+	adstest.Eventually(t, "the refusal", func() bool { return refused("no-service") == 1 })
+	settle("svc:10.96.0.99:80")
+	if p := f.s.status.Load().Pending; p != 1 {
+		t.Fatalf("unknown name: pending %d", p)
 	}
 	// Its Service appears: the proxy, still subscribed, receives it without asking again.
 	f.addService(svcObj("late", "10.96.0.99"))
-	c.pump("the late Service's cluster", 5*time.Second, func() bool { return c.have["svc:10.96.0.99:80"] })
-	if v := metricValue(t, f.reg, "svclb_ondemand_admitted_total"); v != 2 {
+	adstest.Eventually(t, "the late Service's cluster", func() bool { return has("svc:10.96.0.99:80") })
+	if v := testutil.ToFloat64(f.s.m.odAdmitted); v != 2 {
 		t.Fatalf("admitted_total %v, want 2", v)
 	}
 
 	// Cap 2: a third known name is refused over-cap and waits.
-	ask("svc:10.96.0.11:80")
-	eventually(t, "the over-cap refusal", func() bool { return refused("over-cap") == 1 })
-	c.pump("", 200*time.Millisecond, nil)
-	if c.seen["svc:10.96.0.11:80"] {
-		t.Fatal("an over-cap name was published")
-	}
+	c.SubscribeCluster("svc:10.96.0.11:80")
+	adstest.Eventually(t, "the over-cap refusal", func() bool { return refused("over-cap") == 1 })
+	settle("svc:10.96.0.11:80")
 	// Unsubscribing one frees room: its cluster goes, the waiting name is admitted.
-	c.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesUnsubscribe: []string{"svc:10.96.0.10:80"}})
-	c.pump("the swap", 5*time.Second, func() bool { return !c.have["svc:10.96.0.10:80"] && c.have["svc:10.96.0.11:80"] })
+	c.UnsubscribeCluster("svc:10.96.0.10:80")
+	adstest.Eventually(t, "the swap", func() bool { return !has("svc:10.96.0.10:80") && has("svc:10.96.0.11:80") })
 	if st := f.s.status.Load(); st.Demanded != 2 || st.Pending != 0 {
 		t.Fatalf("after unsubscribe: demanded %d pending %d", st.Demanded, st.Pending)
 	}
@@ -394,21 +275,26 @@ func TestOnDemandOverADS(t *testing.T) {
 	for i := range 5000 {
 		scan = append(scan, fmt.Sprintf("svc:10.96.%d.%d:80", 100+i/250, i%250+1))
 	}
-	ask(scan...)
-	eventually(t, "5000 refusals", func() bool { return refused("no-service") == 5001 })
-	eventually(t, "the status after the scan", func() bool { return f.s.status.Load().Pending == maxPending })
-	c.pump("", 200*time.Millisecond, nil)
-	if want := []string{"passthrough_original_dst", "svc:10.96.0.11:80", "svc:10.96.0.99:80"}; !slices.Equal(keys(c.have), want) || len(c.seen) != 4 {
-		t.Fatalf("after the scan the client holds %v (ever saw %d names), want %v", keys(c.have), len(c.seen), want)
+	for _, n := range scan {
+		c.SubscribeCluster(n)
+	}
+	adstest.Eventually(t, "5000 refusals", func() bool { return refused("no-service") == 5001 })
+	adstest.Eventually(t, "the status after the scan", func() bool { return f.s.status.Load().Pending == maxPending })
+	settle(scan[len(scan)-1])
+	if want := []string{contract.PassthroughCluster, "svc:10.96.0.11:80", "svc:10.96.0.99:80"}; !slices.Equal(rec.Names(resource.ClusterType), want) || len(rec.Seen(resource.ClusterType)) != 4 {
+		t.Fatalf("after the scan the client holds %v (ever saw %v), want %v", rec.Names(resource.ClusterType), rec.Seen(resource.ClusterType), want)
 	}
 	if st := f.s.status.Load(); st.Clusters != 3 || st.Demanded != 2 {
 		t.Fatalf("status after the scan: %d clusters, %d demanded", st.Clusters, st.Demanded)
 	}
-	if v := metricValue(t, f.reg, "svclb_ondemand_pending_evicted_total"); v != 5000-maxPending {
+	if v := testutil.ToFloat64(f.s.m.odEvicted); v != 5000-maxPending {
 		t.Fatalf("pending evicted %v, want %d", v, 5000-maxPending)
 	}
-	if v := metricValue(t, f.reg, "svclb_ondemand_pending"); v != maxPending {
+	if v := testutil.ToFloat64(f.s.m.odPending); v != maxPending {
 		t.Fatalf("pending gauge %v", v)
+	}
+	if errs := rec.StreamErrors(); len(errs) > 0 {
+		t.Fatalf("ADS stream broke: %v", errs)
 	}
 }
 
@@ -455,7 +341,7 @@ func TestDemandFile(t *testing.T) {
 	if st := g.s.status.Load(); st.Demanded != 1 || st.Pending != 0 {
 		t.Fatalf("restored: demanded %d pending %d", st.Demanded, st.Pending)
 	}
-	if v := metricValue(t, g.reg, "svclb_ondemand_admitted_total"); v != 0 {
+	if v := testutil.ToFloat64(g.s.m.odAdmitted); v != 0 {
 		t.Errorf("restored names counted as requests: %v", v)
 	}
 	var df demandFile

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,26 +20,26 @@ import (
 	"testing"
 	"time"
 
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/aether-mesh/svclb/agent"
+	"github.com/aether-mesh/svclb/internal/adstest"
 	"github.com/aether-mesh/svclb/internal/netnstest"
 	"github.com/aether-mesh/svclb/internal/testenv"
 	"github.com/aether-mesh/svclb/nodeproxy"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
-const node = "node-a"
+// stopTimeout: kube-apiserver's graceful shutdown can take longer than this test may wait; past
+// it envtest kills the process, which is an outage all the same.
+const stopTimeout = 5 * time.Second
 
 // TestAPIServerOutage: while the apiserver is down the agent keeps serving its last snapshot
 // (no removal reaches the proxy, /healthz and /status answer); once it is back, the informers
@@ -49,20 +48,20 @@ func TestAPIServerOutage(t *testing.T) {
 	env, rc := testenv.StartEnv(t, testenv.Options{Restartable: true, StopTimeout: stopTimeout})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	g := gomega.NewWithT(t)
 	kube := kubernetes.NewForConfigOrDie(rc)
 	svc := createService(ctx, t, kube, "web", 80)
 	setSlice(ctx, t, kube, "web", 8080, ready("10.244.1.5"), ready("10.244.2.5"))
 	name := "svc:" + svc.Spec.ClusterIP + ":80"
 
-	httpAddr := freeAddr(t)
 	sock := filepath.Join(t.TempDir(), "xds.sock")
-	startAgent(ctx, t, agent.Config{NodeName: node, RestConfig: rc, XDSSocket: sock, HTTPAddr: httpAddr,
+	httpAddr, _ := startAgent(ctx, t, agent.Config{NodeName: node, RestConfig: rc, XDSSocket: sock,
 		NetnsDir: t.TempDir(), Phase1: true, Phase2: true, Debounce: 10 * time.Millisecond})
-	c := dialADS(ctx, t, sock)
-	c.send(t, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.ClusterType})
-	waitUntil(t, 30*time.Second, "the Service's cluster", func() bool { return c.has(resourcev3.ClusterType, name) })
-	c.send(t, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: resourcev3.EndpointType, ResourceNamesSubscribe: []string{name}})
-	waitUntil(t, 10*time.Second, "2 endpoints", func() bool { return c.endpoints(name) == 2 })
+	c, _, _ := dialAgent(ctx, t, sock)
+	g.Eventually(func() bool { return c.Has(resourcev3.ClusterType, name) }).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
+		Should(gomega.BeTrue(), "the Service's cluster")
+	// The client asks EDS for every EDS cluster it holds, as Envoy does.
+	adstest.Eventually(t, "2 endpoints", func() bool { return c.Endpoints(name) == 2 })
 	before := status(t, httpAddr)
 
 	t0 := time.Now()
@@ -73,23 +72,27 @@ func TestAPIServerOutage(t *testing.T) {
 	if _, err := kube.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{}); err == nil {
 		t.Fatal("the apiserver still answers after Stop: this test would prove nothing")
 	}
-	// Shutting down, the apiserver withdraws its own endpoint from Service kubernetes: a real
-	// change the agent rightly pushes. After that nothing may change: wait long enough for the
-	// reflectors' watches to break and their relists to fail, then compare.
-	time.Sleep(time.Second)
-	during := status(t, httpAddr)
-	time.Sleep(3 * time.Second)
-	if got := status(t, httpAddr); got.Clusters != before.Clusters || got.SnapshotVersion != during.SnapshotVersion || got.Endpoints != during.Endpoints {
-		t.Errorf("during the outage /status went from %+v to %+v, want the last snapshot kept (%d clusters)", during, got, before.Clusters)
+	// Shutting down, the apiserver may withdraw its own endpoint from Service kubernetes: a real
+	// change the agent rightly pushes, at a moment the test does not know. After that nothing
+	// may change: /status must hold still for as long as the reflectors' watches take to break
+	// and their relists to fail, with the clusters of the last snapshot.
+	held := func() [3]int {
+		st := status(t, httpAddr)
+		return [3]int{st.Clusters, int(st.SnapshotVersion), st.Endpoints}
 	}
-	if n := c.endpoints(name); n != 2 || !c.has(resourcev3.ClusterType, name) {
-		t.Errorf("during the outage the client has %s: cluster %t, %d endpoints; want the cluster and 2", name, c.has(resourcev3.ClusterType, name), n)
+	g.Eventually(func(g gomega.Gomega) {
+		during := held()
+		g.Expect(during[0]).To(gomega.Equal(before.Clusters), "clusters")
+		g.Consistently(held).WithTimeout(3*time.Second).WithPolling(100*time.Millisecond).Should(gomega.Equal(during), "clusters, snapshot version, endpoints")
+	}).WithTimeout(15*time.Second).Should(gomega.Succeed(), "during the outage /status keeps the last snapshot (%d clusters)", before.Clusters)
+	if n := c.Endpoints(name); n != 2 || !c.Has(resourcev3.ClusterType, name) {
+		t.Errorf("during the outage the client has %s: cluster %t, %d endpoints; want the cluster and 2", name, c.Has(resourcev3.ClusterType, name), n)
 	}
 	if code := get(t, httpAddr, "/healthz"); code != http.StatusOK {
 		t.Errorf("during the outage /healthz = %d, want 200", code)
 	}
-	if err := c.failure(); err != nil {
-		t.Fatalf("ADS stream broke during the outage: %v", err)
+	if errs := c.StreamErrors(); len(errs) > 0 {
+		t.Fatalf("ADS stream broke during the outage: %v", errs)
 	}
 
 	t0 = time.Now()
@@ -100,13 +103,16 @@ func TestAPIServerOutage(t *testing.T) {
 	t0 = time.Now()
 	setSlice(ctx, t, kube, "web", 8080, ready("10.244.1.5"), ready("10.244.2.5"), ready("10.244.3.5"))
 	// client-go's reflector backs off up to 30 s between relists; the outage was short.
-	waitUntil(t, 45*time.Second, "the EndpointSlice change pushed after the restart", func() bool { return c.endpoints(name) == 3 })
+	g.Eventually(func() int { return c.Endpoints(name) }).WithTimeout(45*time.Second).WithPolling(20*time.Millisecond).
+		Should(gomega.Equal(3), "the EndpointSlice change pushed after the restart")
 	t.Logf("EndpointSlice change pushed %s after the apiserver came back", time.Since(t0).Round(time.Millisecond))
-	if r := c.removed(); len(r) > 0 {
-		t.Errorf("resources removed across the outage: %v", r)
+	for _, typ := range []string{resourcev3.ClusterType, resourcev3.EndpointType, resourcev3.ListenerType} {
+		if r := c.Removed(typ); len(r) > 0 {
+			t.Errorf("resources removed across the outage (%s): %v", typ, r)
+		}
 	}
-	if err := c.failure(); err != nil {
-		t.Errorf("ADS stream: %v", err)
+	if errs := c.StreamErrors(); len(errs) > 0 {
+		t.Errorf("ADS stream: %v", errs)
 	}
 }
 
@@ -117,6 +123,7 @@ func TestAgentRestart(t *testing.T) {
 	rc := testenv.Start(t, testenv.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	g := gomega.NewWithT(t)
 	kube := kubernetes.NewForConfigOrDie(rc)
 	netnsDir := t.TempDir()
 
@@ -124,7 +131,7 @@ func TestAgentRestart(t *testing.T) {
 	// the backend on the host end; a connection to VIP:port from the pod lands on the capture
 	// listener (bound in the pod netns on that port) with its destination intact, as TPROXY
 	// would deliver it, without needing the capture ruleset.
-	const port = 18001 // the capture port: the listener is bound on it
+	const port = contract.CapturePort // the listener is bound on it
 	var pod *podNet
 	backend, targetPort := "10.244.9.9", 8080 // not reachable: config checks only
 	if os.Geteuid() == 0 {
@@ -146,25 +153,24 @@ func TestAgentRestart(t *testing.T) {
 	}
 
 	sock := filepath.Join(t.TempDir(), "xds.sock")
-	cfg := agent.Config{NodeName: node, RestConfig: rc, XDSSocket: sock, HTTPAddr: "127.0.0.1:0",
+	cfg := agent.Config{NodeName: node, RestConfig: rc, XDSSocket: sock,
 		NetnsDir: netnsDir, Phase1: true, Phase2: true, Debounce: 10 * time.Millisecond}
-	stop1 := startAgent(ctx, t, cfg)
+	_, stop1 := startAgent(ctx, t, cfg)
 
-	px := nodeproxy.New(nodeproxy.Options{XDSSocket: sock, NodeID: "svclb-node~" + node, NodeCluster: "svclb",
+	px := nodeproxy.New(nodeproxy.Options{XDSSocket: sock, NodeID: contract.NodeID(node), NodeCluster: contract.NodeCluster,
 		Logger: testLogger(t, "proxy")})
 	pctx, pcancel := context.WithCancel(ctx)
 	pdone := make(chan error, 1)
 	go func() { pdone <- px.Run(pctx) }()
 	defer func() { pcancel(); <-pdone }()
 	admin := px.AdminHandler()
-	waitUntil(t, 30*time.Second, "the proxy has the Service's cluster", func() bool {
-		return slices.Equal(configOf(t, admin).hosts(name), []string{backend + ":" + strconv.Itoa(targetPort)})
-	})
+	g.Eventually(func() []string { return configOf(t, admin).hosts(name) }).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
+		Should(gomega.Equal([]string{backend + ":" + strconv.Itoa(targetPort)}), "the proxy has the Service's cluster")
 	if pod != nil {
-		waitUntil(t, 30*time.Second, "the capture listener bound in the pod netns", func() bool {
+		g.Eventually(func() bool {
 			ls := px.ListenerStatuses()
 			return len(ls) == 1 && ls[0].Bound && ls[0].Netns == filepath.Join(netnsDir, pod.ns.Name())
-		})
+		}).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).Should(gomega.BeTrue(), "the capture listener bound in the pod netns")
 		pod.expectBackend(t, svc.Spec.ClusterIP, port)
 	}
 	before := configOf(t, admin)
@@ -176,25 +182,24 @@ func TestAgentRestart(t *testing.T) {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		for watchCtx.Err() == nil {
+		wait.UntilWithContext(watchCtx, func(context.Context) {
 			if d := configOf(t, admin); len(d.hosts(name)) == 0 || len(d.Listeners) != len(before.Listeners) {
 				gapMu.Lock()
 				gaps = append(gaps, fmt.Sprintf("%s: %d hosts, %d listeners", time.Now().Format(time.StampMilli), len(d.hosts(name)), len(d.Listeners)))
 				gapMu.Unlock()
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		}, 20*time.Millisecond)
 	}()
 	defer func() { stopWatch(); <-watched }() // before the test ends, also on Fatal
 
 	stop1()
 	t.Log("agent #1 stopped")
-	time.Sleep(time.Second) // the proxy notices the broken stream and starts reconnecting
+	// For a second the proxy notices the broken stream and starts reconnecting; it keeps its
+	// clusters all along.
+	g.Consistently(func() []string { return configOf(t, admin).names() }).WithTimeout(time.Second).WithPolling(50*time.Millisecond).
+		Should(gomega.Equal(before.names()), "the proxy's clusters without an agent")
 	if pod != nil {
 		pod.expectBackend(t, svc.Spec.ClusterIP, port) // served from the proxy's last config
-	}
-	if got := configOf(t, admin); !slices.Equal(got.names(), before.names()) {
-		t.Fatalf("without an agent the proxy has clusters %v, want %v", got.names(), before.names())
 	}
 
 	startAgent(ctx, t, cfg)
@@ -203,7 +208,8 @@ func TestAgentRestart(t *testing.T) {
 	// forwarding still goes to the ready backend).
 	setSlice(ctx, t, kube, "web", int32(targetPort), ready(backend), terminating("10.244.9.10"))
 	want := []string{backend + ":" + strconv.Itoa(targetPort), "10.244.9.10:" + strconv.Itoa(targetPort)}
-	waitUntil(t, 45*time.Second, "agent #2's update in the proxy", func() bool { return slices.Equal(configOf(t, admin).hosts(name), want) })
+	g.Eventually(func() []string { return configOf(t, admin).hosts(name) }).WithTimeout(45*time.Second).WithPolling(20*time.Millisecond).
+		Should(gomega.Equal(want), "agent #2's update in the proxy")
 	if pod != nil {
 		pod.expectBackend(t, svc.Spec.ClusterIP, port)
 	}
@@ -216,88 +222,6 @@ func TestAgentRestart(t *testing.T) {
 	defer gapMu.Unlock()
 	if len(gaps) > 0 {
 		t.Errorf("the proxy lost config across the agent restart (%d samples), first: %s", len(gaps), gaps[0])
-	}
-}
-
-// stopTimeout: kube-apiserver's graceful shutdown can take longer than this test may wait; past
-// it envtest kills the process, which is an outage all the same.
-const stopTimeout = 5 * time.Second
-
-// startAgent runs agent.Run until the returned stop (also called at cleanup) and waits for its
-// xDS socket (opened only after the first snapshot).
-func startAgent(ctx context.Context, t *testing.T, cfg agent.Config) (stop func()) {
-	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = testLogger(t, "agent")
-	}
-	// Agent #2 must not find agent #1's socket and report ready before it opened its own.
-	_ = os.Remove(cfg.XDSSocket)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- agent.Run(ctx, cfg) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("agent: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	for {
-		if _, err := os.Stat(cfg.XDSSocket); err == nil {
-			return stop
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("agent stopped: %v", err)
-		case <-ctx.Done():
-			t.Fatal("the agent never opened its xDS socket")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-func createService(ctx context.Context, t *testing.T, kube kubernetes.Interface, name string, port int) *corev1.Service {
-	t.Helper()
-	svc, err := kube.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp", Port: int32(port), Protocol: corev1.ProtocolTCP}}}},
-		metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc
-}
-
-func ready(ip string) discoveryv1.Endpoint {
-	return discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}}
-}
-
-func terminating(ip string) discoveryv1.Endpoint {
-	return discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}}
-}
-
-// setSlice creates or replaces Service name's only EndpointSlice.
-func setSlice(ctx context.Context, t *testing.T, kube kubernetes.Interface, name string, port int32, eps ...discoveryv1.Endpoint) {
-	t.Helper()
-	es := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("tcp"), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
-		Endpoints:   eps,
-	}
-	api := kube.DiscoveryV1().EndpointSlices("default")
-	old, err := api.Get(ctx, es.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = api.Create(ctx, es, metav1.CreateOptions{})
-	case err == nil:
-		es.ResourceVersion = old.ResourceVersion
-		_, err = api.Update(ctx, es, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		t.Fatalf("endpointslice %s: %v", es.Name, err)
 	}
 }
 
@@ -445,165 +369,3 @@ func (d proxyConfig) hosts(name string) []string {
 	}
 	return nil
 }
-
-// adsClient is a bare delta ADS client that records what it is sent and ACKs everything.
-type adsClient struct {
-	st discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesClient
-
-	mu      sync.Mutex
-	have    map[string]map[string]int // type → name → endpoint count (0 for clusters)
-	removes []string
-	err     error
-}
-
-func dialADS(ctx context.Context, t *testing.T, sock string) *adsClient {
-	t.Helper()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &adsClient{st: st, have: map[string]map[string]int{}}
-	go c.recv()
-	return c
-}
-
-func (c *adsClient) recv() {
-	for {
-		r, err := c.st.Recv()
-		c.mu.Lock()
-		if err != nil {
-			c.err = err
-			c.mu.Unlock()
-			return
-		}
-		m := c.have[r.TypeUrl]
-		if m == nil {
-			m = map[string]int{}
-			c.have[r.TypeUrl] = m
-		}
-		for _, x := range r.Resources {
-			m[x.Name] = 0
-			cla := &endpointv3.ClusterLoadAssignment{}
-			if r.TypeUrl == resourcev3.EndpointType && x.Resource.UnmarshalTo(cla) == nil {
-				for _, l := range cla.Endpoints {
-					m[x.Name] += len(l.LbEndpoints)
-				}
-			}
-		}
-		for _, n := range r.RemovedResources {
-			delete(m, n)
-			c.removes = append(c.removes, n)
-		}
-		c.mu.Unlock()
-		if err := c.st.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce}); err != nil {
-			return // Recv reports it
-		}
-	}
-}
-
-func (c *adsClient) send(t *testing.T, r *discoveryv3.DeltaDiscoveryRequest) {
-	t.Helper()
-	if err := c.st.Send(r); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (c *adsClient) has(typ, name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.have[typ][name]
-	return ok
-}
-
-func (c *adsClient) endpoints(name string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.have[resourcev3.EndpointType][name]
-}
-
-func (c *adsClient) removed() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.removes)
-}
-
-func (c *adsClient) failure() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
-}
-
-func status(t *testing.T, addr string) agent.Status {
-	t.Helper()
-	resp, err := http.Get("http://" + addr + "/status")
-	if err != nil {
-		t.Fatalf("/status: %v", err)
-	}
-	defer resp.Body.Close()
-	var s agent.Status
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		t.Fatalf("/status: %v", err)
-	}
-	return s
-}
-
-func get(t *testing.T, addr, path string) int {
-	t.Helper()
-	resp, err := http.Get("http://" + addr + path)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
-// freeAddr returns a loopback address free a moment ago: agent.Config takes an address, not a
-// listener, and these tests must read /status.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func waitUntil(t *testing.T, timeout time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// testLogger collects warnings and errors and shows them if the test failed (goroutines may
-// still log after the test body returned, where t.Log would panic).
-func testLogger(t *testing.T, who string) *slog.Logger {
-	var mu sync.Mutex
-	var b strings.Builder
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if t.Failed() && b.Len() > 0 {
-			t.Logf("%s log:\n%s", who, b.String())
-		}
-	})
-	return slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return b.Write(p)
-	}), &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -1,11 +1,10 @@
-package agent
+package agent_test
 
 import (
 	"bytes"
 	"context"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,16 +13,17 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
-	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/aether-mesh/svclb/agent"
+	"github.com/aether-mesh/svclb/internal/adsclient"
+	"github.com/aether-mesh/svclb/internal/adstest"
 	"github.com/aether-mesh/svclb/internal/testenv"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
@@ -51,36 +51,24 @@ func startAPIServer(t *testing.T) (*rest.Config, kubernetes.Interface, context.C
 // on the running agent.
 func TestRunAgainstAPIServer(t *testing.T) {
 	rc, c, ctx, must := startAPIServer(t)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	must(c.CoreV1().ConfigMaps(contract.Namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: contract.AgentConfigMap},
 		Data: map[string]string{"phase1": "true", "phase2": "true"}}, metav1.CreateOptions{}))
-	must(c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{zoneLabel: "zone-a"}}}, metav1.CreateOptions{}))
-	svc, err := c.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	es := sliceObj("web", "web-1", "10.244.1.5", "10.244.2.5")
-	es.Namespace = "default"
-	must(c.DiscoveryV1().EndpointSlices("default").Create(ctx, es, metav1.CreateOptions{}))
+	must(c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{corev1.LabelTopologyZone: "zone-a"}}}, metav1.CreateOptions{}))
+	svc := createService(ctx, t, c, "web", 80)
+	setSlice(ctx, t, c, "web", 8080, ready("10.244.1.5"), ready("10.244.2.5"))
 	want := "svc:" + svc.Spec.ClusterIP + ":80"
 
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "run", "xds.sock")
-	done := make(chan error, 1)
 	logs := &lockedBuffer{}
-	go func() {
-		done <- Run(ctx, Config{NodeName: "node-a", RestConfig: rc, XDSSocket: sock, HTTPAddr: "127.0.0.1:0",
-			NetnsDir: dir, Phase1: false, Debounce: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	}()
-	eventually(t, "the xDS socket", func() bool { _, err := os.Stat(sock); return err == nil })
-	cl := dialCDS(t, ctx, sock)
-	cl.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType})
+	_, stop := startAgent(ctx, t, agent.Config{NodeName: node, RestConfig: rc, XDSSocket: sock,
+		NetnsDir: dir, Phase1: false, Debounce: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	cl, _, conn := dialAgent(ctx, t, sock)
+	has := func(name string) bool { return cl.Has(resourcev3.ClusterType, name) }
 	// The ConfigMap (phase1 true) overrides the Config default (false) before the first push.
-	cl.pump("the first CDS response", 10*time.Second, func() bool { return len(cl.have) > 0 })
-	if !cl.have[want] || !cl.have["passthrough_original_dst"] {
-		t.Fatalf("first snapshot clusters %v, want %s and passthrough_original_dst", keys(cl.have), want)
+	adstest.Eventually(t, "the first CDS response", func() bool { return len(cl.Names(resourcev3.ClusterType)) > 0 })
+	if !has(want) || !has(contract.PassthroughCluster) {
+		t.Fatalf("first snapshot clusters %v, want %s and %s", cl.Names(resourcev3.ClusterType), want, contract.PassthroughCluster)
 	}
 	cm, err := c.CoreV1().ConfigMaps(contract.Namespace).Get(ctx, contract.AgentConfigMap, metav1.GetOptions{})
 	if err != nil {
@@ -90,23 +78,19 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	if cm, err = c.CoreV1().ConfigMaps(contract.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cl.pump(want+" withdrawn (phase1 off)", 10*time.Second, func() bool { return !cl.have[want] })
+	adstest.Eventually(t, want+" withdrawn (phase1 off)", func() bool { return !has(want) })
 	// Phase 1 on again: the cluster comes back on the same running agent.
 	cm.Data["phase1"] = "true"
 	must(c.CoreV1().ConfigMaps(contract.Namespace).Update(ctx, cm, metav1.UpdateOptions{}))
-	cl.pump(want+" back (phase1 on)", 10*time.Second, func() bool { return cl.have[want] })
-	// EDS: the slice's two ready endpoints, this node's zone unknown to the slice: one band.
-	cl.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: []string{want}})
-	cl.pump("the load assignment", 10*time.Second, func() bool { return cl.loads[want] != nil })
-	cla := &endpointv3.ClusterLoadAssignment{}
-	if err := cl.loads[want].UnmarshalTo(cla); err != nil {
-		t.Fatal(err)
-	}
-	if len(cla.Endpoints) != 1 || len(cla.Endpoints[0].LbEndpoints) != 2 {
+	adstest.Eventually(t, want+" back (phase1 on)", func() bool { return has(want) })
+	// EDS (the client asks for every EDS cluster it holds): the slice's two ready endpoints,
+	// this node's zone unknown to the slice: one band.
+	adstest.Eventually(t, "the load assignment", func() bool { return cl.Load(want) != nil })
+	if cla := cl.Load(want); len(cla.Endpoints) != 1 || len(cla.Endpoints[0].LbEndpoints) != 2 {
 		t.Fatalf("load assignment %v", cla)
 	}
 	// Refusals are classified by the real index: an undeclared port of the Service's VIP.
-	als, err := accesslogv3.NewAccessLogServiceClient(cl.conn).StreamAccessLogs(ctx)
+	als, err := accesslogv3.NewAccessLogServiceClient(conn).StreamAccessLogs(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,10 +104,7 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	if _, err := als.CloseAndRecv(); err != nil {
 		t.Fatal(err)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("agent: %v", err)
-	}
+	stop()
 	if l := logs.String(); !strings.Contains(l, `msg="connection refused" reason=port-not-declared namespace=default service=web`) {
 		t.Errorf("no refusal log line naming the Service:\n%s", l)
 	}
@@ -159,57 +140,47 @@ func TestRunOnDemand(t *testing.T) {
 	}
 	name := map[string]string{}
 	for _, n := range []string{"web", "other"} {
-		svc, err := c.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: n},
-			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		name[n] = "svc:" + svc.Spec.ClusterIP + ":80"
+		name[n] = "svc:" + createService(ctx, t, c, n, 80).Spec.ClusterIP + ":80"
 	}
 	dir := t.TempDir()
 	sock, file := filepath.Join(dir, "run", "xds.sock"), filepath.Join(dir, "lib", "demand.json")
-	start := func() (context.CancelFunc, chan error, *cdsClient) {
-		runCtx, stop := context.WithCancel(ctx)
-		_ = os.Remove(sock)
-		done := make(chan error, 1)
-		go func() {
-			done <- Run(runCtx, Config{NodeName: "node-a", RestConfig: rc, XDSSocket: sock, HTTPAddr: "127.0.0.1:0", NetnsDir: dir,
-				Phase1: true, CDSMode: CDSProactive, DemandFile: file, Debounce: 10 * time.Millisecond,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		}()
-		eventually(t, "the xDS socket", func() bool { _, err := os.Stat(sock); return err == nil })
-		cl := dialCDS(t, runCtx, sock)
-		cl.send(&discoverygrpc.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "svclb-node~node-a"}, TypeUrl: resource.ClusterType})
-		cl.pump("the first CDS response", 10*time.Second, func() bool { return cl.have["passthrough_original_dst"] })
-		return stop, done, cl
+	// start runs an agent and a client until stop, and waits for the client's first clusters.
+	start := func() (stop func(), cl *adstest.Recorder, client *adsclient.Client) {
+		_, stopAgent := startAgent(ctx, t, agent.Config{NodeName: node, RestConfig: rc, XDSSocket: sock, NetnsDir: dir,
+			Phase1: true, CDSMode: agent.CDSProactive, DemandFile: file, Debounce: 10 * time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		clientCtx, stopClient := context.WithCancel(ctx)
+		cl, client, _ = dialAgent(clientCtx, t, sock)
+		adstest.Eventually(t, "the first CDS response", func() bool { return cl.Has(resourcev3.ClusterType, contract.PassthroughCluster) })
+		return func() { stopClient(); stopAgent() }, cl, client
 	}
-	stop, done, cl := start()
-	if len(cl.have) != 1 {
-		t.Fatalf("first snapshot, on demand (ConfigMap), nothing asked: %v", keys(cl.have))
+	stop, cl, client := start()
+	if got := cl.Names(resourcev3.ClusterType); len(got) != 1 {
+		t.Fatalf("first snapshot, on demand (ConfigMap), nothing asked: %v", got)
 	}
-	cl.send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{"*", name["web"]}})
-	cl.pump("web's cluster", 10*time.Second, func() bool { return cl.have[name["web"]] })
+	has := func(name string) func() bool { return func() bool { return cl.Has(resourcev3.ClusterType, name) } }
+	client.SubscribeCluster(name["web"])
+	adstest.Eventually(t, "web's cluster", has(name["web"]))
 
 	cm.Data["cds"] = "proactive"
 	if cm, err = c.CoreV1().ConfigMaps(contract.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cl.pump("every cluster (proactive)", 10*time.Second, func() bool { return cl.have[name["other"]] })
+	adstest.Eventually(t, "every cluster (proactive)", has(name["other"]))
 	cm.Data["cds"] = "on-demand"
 	must(c.CoreV1().ConfigMaps(contract.Namespace).Update(ctx, cm, metav1.UpdateOptions{}))
-	cl.pump("other's cluster withdrawn", 10*time.Second, func() bool { return !cl.have[name["other"]] })
-	if !cl.have[name["web"]] {
+	adstest.Eventually(t, "other's cluster withdrawn", func() bool { return !has(name["other"])() })
+	if !has(name["web"])() {
 		t.Fatal("the demanded cluster went with the switch back")
 	}
 	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("agent: %v", err)
-	}
 
 	// Restarted: the demanded cluster is in the first response, before any request.
-	stop, done, cl = start()
-	defer func() { stop(); <-done }()
-	if want := []string{"passthrough_original_dst", name["web"]}; !slices.Equal(keys(cl.have), sorted(want)) {
-		t.Fatalf("first snapshot after restart %v, want %v", keys(cl.have), want)
+	stop, cl, _ = start()
+	defer stop()
+	want := []string{contract.PassthroughCluster, name["web"]}
+	slices.Sort(want)
+	if got := cl.Names(resourcev3.ClusterType); !slices.Equal(got, want) {
+		t.Fatalf("first snapshot after restart %v, want %v", got, want)
 	}
 }

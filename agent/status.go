@@ -1,3 +1,5 @@
+// Status: the /status document, built after each sync, and the HTTP endpoints that serve it.
+
 package agent
 
 import (
@@ -6,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/aether-mesh/svclb/internal/translate"
 )
 
 // Status is the /status document (see the package doc).
@@ -50,4 +54,35 @@ func (s *syncer) handler(reg *prometheus.Registry, ready func() bool) http.Handl
 		_ = enc.Encode(s.status.Load())
 	})
 	return mux
+}
+
+// publishStatus stores the /status document of the sync just done and sets the gauges that
+// mirror it.
+func (s *syncer) publishStatus(node translate.Node, p1, p2 bool, mode CDSMode, lst []ListenerStatus, listenersBuilt bool) {
+	old := s.status.Load()
+	st := &Status{Node: node.Name, Zone: node.Zone, Phase1: p1, Phase2: p2, SnapshotVersion: s.version, Listeners: old.Listeners, Range: []string{},
+		CDS: mode, Demanded: len(s.demand.admitted), Pending: s.demand.pending.len()}
+	if listenersBuilt {
+		st.Listeners = lst
+		if st.Listeners == nil {
+			st.Listeners = []ListenerStatus{}
+		}
+	}
+	for _, n := range s.endpoints {
+		st.Endpoints += n
+	}
+	st.Clusters = len(s.set.Clusters)
+	prefixes, known := s.svcIndex.Range()
+	st.RangeKnown = known
+	for _, p := range prefixes {
+		st.Range = append(st.Range, p.String())
+	}
+	s.status.Store(st)
+	s.m.version.Set(float64(s.version))
+	s.m.clusters.Set(float64(st.Clusters))
+	s.m.endpoints.Set(float64(st.Endpoints))
+	s.m.listeners.Set(float64(len(s.set.Listeners)))
+	s.m.resources.Set(float64(len(s.set.Clusters) + len(s.set.Loads) + len(s.set.Listeners)))
+	s.m.odDemanded.Set(float64(st.Demanded))
+	s.m.odPending.Set(float64(st.Pending))
 }

@@ -1,10 +1,12 @@
+// The syncer: its state, its loop, and sync, which turns what is dirty into one validated,
+// published change. Events reach it through intake.go; a sync's change is built in batch.go.
+
 package agent
 
 import (
 	"cmp"
-	"fmt"
+	"context"
 	"log/slog"
-	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -14,10 +16,6 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	"google.golang.org/protobuf/proto"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -28,15 +26,8 @@ import (
 	"github.com/aether-mesh/svclb/pkg/svcindex"
 )
 
-const (
-	zoneLabel = "topology.kubernetes.io/zone"
-	// The EndpointSlice controller stamps when the change that produced the slice happened;
-	// kube-proxy measures network programming latency from it, so do we.
-	triggerTimeAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
-	byServiceIndex        = "service"
-	// unresolvedRetry rechecks captured pods whose netns did not show up yet (CNI still running).
-	unresolvedRetry = 2 * time.Second
-)
+// unresolvedRetry rechecks captured pods whose netns did not show up yet (CNI still running).
+const unresolvedRetry = 2 * time.Second
 
 // publisher is what the syncer pushes to; *xdsserver.Server satisfies it.
 type publisher interface {
@@ -65,7 +56,7 @@ type syncer struct {
 	slices   cache.Indexer // EndpointSlices, indexed byServiceIndex
 	pods     cache.Store   // captured pods on this node
 	netns    netnsFinder
-	rng      serviceIndex
+	svcIndex serviceIndex // the Service index: the listeners' range, on-demand names classified
 	m        *metrics
 
 	mu             sync.Mutex // guards the pending state below
@@ -93,9 +84,9 @@ type syncer struct {
 }
 
 func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceLister, slices cache.Indexer, pods cache.Store,
-	netns netnsFinder, rng serviceIndex, m *metrics, node translate.Node, phase1, phase2 bool) *syncer {
+	netns netnsFinder, svcIndex serviceIndex, m *metrics, node translate.Node, phase1, phase2 bool) *syncer {
 	s := &syncer{
-		log: log, pub: pub, services: services, slices: slices, pods: pods, netns: netns, rng: rng, m: m,
+		log: log, pub: pub, services: services, slices: slices, pods: pods, netns: netns, svcIndex: svcIndex, m: m,
 		dirty: map[k8stypes.NamespacedName]struct{}{}, triggers: map[k8stypes.NamespacedName]time.Time{},
 		dirtyAll: true, dirtyListeners: true, node: node, phase1: phase1, phase2: phase2,
 		mode: CDSProactive, demand: newDemand(DefaultOnDemandMax, ""),
@@ -122,116 +113,29 @@ func (s *syncer) configureDemand(mode CDSMode, max int, file string) {
 	s.status.Store(&st)
 }
 
-// restoreDemand loads the demand file for the first sync to re-classify. Call it after the
-// informer caches synced and before the first sync, so that snapshot already carries them.
-func (s *syncer) restoreDemand() {
-	if s.demand.file == "" {
-		return
-	}
-	names, err := loadDemandFile(s.demand.file)
-	if err != nil {
-		s.log.Error("starting with no on-demand clusters", "error", err)
-		return
-	}
-	s.mu.Lock()
-	s.restored = names
-	s.mu.Unlock()
-}
-
-// sliceIndex files an EndpointSlice under the Service it belongs to.
-func sliceIndex(obj any) ([]string, error) {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return nil, nil
-	}
-	name := s.Labels[discoveryv1.LabelServiceName]
-	if name == "" {
-		return nil, nil
-	}
-	return []string{s.Namespace + "/" + name}, nil
-}
-
-func (s *syncer) signal() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
-}
-
-func (s *syncer) serviceChanged(obj any) {
-	if svc, ok := unwrap(obj).(*corev1.Service); ok {
-		s.markService(k8stypes.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, time.Time{})
-	}
-}
-
-func (s *syncer) sliceChanged(obj any) {
-	es, ok := unwrap(obj).(*discoveryv1.EndpointSlice)
-	if !ok || es.Labels[discoveryv1.LabelServiceName] == "" {
-		return // not owned by a Service: nothing to program
-	}
-	var t time.Time
-	if v := es.Annotations[triggerTimeAnnotation]; v != "" {
-		t, _ = time.Parse(time.RFC3339Nano, v) // a malformed stamp only loses the latency sample
-	}
-	s.markService(k8stypes.NamespacedName{Namespace: es.Namespace, Name: es.Labels[discoveryv1.LabelServiceName]}, t)
-}
-
-func (s *syncer) markService(key k8stypes.NamespacedName, trigger time.Time) {
-	s.mu.Lock()
-	s.dirty[key] = struct{}{}
-	if !trigger.IsZero() {
-		if old, ok := s.triggers[key]; !ok || trigger.Before(old) {
-			s.triggers[key] = trigger
+// loop rebuilds like kube-proxy's bounded-frequency runner: a change after a quiet period is
+// pushed at once (no added latency), and what arrives within debounce of a push is coalesced
+// into the next one, so a burst costs at most one push per interval.
+func (s *syncer) loop(ctx context.Context, rangeChanged func() <-chan struct{}, debounce time.Duration) {
+	changed := rangeChanged()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+			changed = rangeChanged() // the range may have moved: listeners carry it
+			s.listenersChanged()
+			continue
+		case <-s.kick:
 		}
-	}
-	s.mu.Unlock()
-	s.signal()
-}
-
-func (s *syncer) listenersChanged() {
-	s.mu.Lock()
-	s.dirtyListeners = true
-	s.mu.Unlock()
-	s.signal()
-}
-
-func (s *syncer) setNode(n translate.Node) {
-	s.mu.Lock()
-	changed := s.node != n
-	s.node = n
-	s.dirtyAll = s.dirtyAll || changed
-	s.mu.Unlock()
-	if changed {
-		s.log.Info("node zone", "node", n.Name, "zone", n.Zone)
-		s.signal()
-	}
-}
-
-func (s *syncer) setPhases(p1, p2 bool) {
-	s.mu.Lock()
-	changed := s.phase1 != p1 || s.phase2 != p2
-	s.dirtyAll = s.dirtyAll || s.phase1 != p1
-	s.dirtyListeners = s.dirtyListeners || changed
-	s.phase1, s.phase2 = p1, p2
-	s.mu.Unlock()
-	if changed {
-		s.log.Info("phases changed", "phase1", p1, "phase2", p2)
-		s.signal()
-	}
-}
-
-// setCDSMode switches between proactive and on-demand CDS: every Service is rebuilt (clusters
-// published or withdrawn) and the listeners gain or lose cap_svc's on_demand.
-func (s *syncer) setCDSMode(m CDSMode) {
-	s.mu.Lock()
-	changed := s.mode != m
-	s.mode = m
-	s.dirtyAll = s.dirtyAll || changed
-	s.dirtyListeners = s.dirtyListeners || changed
-	s.mu.Unlock()
-	if changed {
-		s.log.Info("CDS mode changed", "cds", m)
-		s.signal()
+		if err := s.sync(); err != nil {
+			s.log.Error("sync failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(debounce):
+		}
 	}
 }
 
@@ -325,218 +229,4 @@ func (s *syncer) sync() error {
 		s.mu.Unlock()
 	}
 	return nil
-}
-
-// batch is one sync's change, made in place on the published maps with an undo log: a
-// result that fails validation is rolled back, so only a valid set is ever adopted. (Cloning
-// the maps instead costs more than the rebuild of one Service at 10k Services.)
-type batch struct {
-	s         *syncer
-	set       translate.Set
-	bySvc     map[k8stypes.NamespacedName][]string
-	owner     map[string]k8stypes.NamespacedName
-	endpoints map[k8stypes.NamespacedName]int
-	upd       xdsserver.Update
-	undo      []func()
-	full      bool // everything was rebuilt: check every reference
-	onDemand  bool // publish only admitted svc: clusters
-}
-
-func (s *syncer) newBatch() *batch {
-	return &batch{
-		s: s, set: s.set, bySvc: s.bySvc, owner: s.owner, endpoints: s.endpoints,
-		upd: xdsserver.Update{Clusters: map[string]types.Resource{}, Loads: map[string]types.Resource{}, Listeners: map[string]types.Resource{}},
-	}
-}
-
-func (b *batch) rollback() {
-	for i := len(b.undo) - 1; i >= 0; i-- {
-		b.undo[i]()
-	}
-	b.undo = nil
-}
-
-func put[K comparable, V any](b *batch, m map[K]V, k K, v V) {
-	old, had := m[k]
-	b.undo = append(b.undo, func() {
-		if had {
-			m[k] = old
-		} else {
-			delete(m, k)
-		}
-	})
-	m[k] = v
-}
-
-func del[K comparable, V any](b *batch, m map[K]V, k K) {
-	old, had := m[k]
-	if !had {
-		return
-	}
-	b.undo = append(b.undo, func() { m[k] = old })
-	delete(m, k)
-}
-
-func (b *batch) service(key k8stypes.NamespacedName, node translate.Node, phase1 bool) {
-	var (
-		cs []*clusterv3.Cluster
-		ls []*endpointv3.ClusterLoadAssignment
-		n  int
-	)
-	// On demand, a Service none of whose ports was asked for costs no translation.
-	wanted := !b.onDemand || b.s.demand.perSvc[key] > 0
-	if svc, err := b.s.services.Services(key.Namespace).Get(key.Name); err == nil && phase1 && wanted {
-		objs, _ := b.s.slices.ByIndex(byServiceIndex, key.String())
-		eps := make([]*discoveryv1.EndpointSlice, 0, len(objs))
-		for _, o := range objs {
-			eps = append(eps, o.(*discoveryv1.EndpointSlice))
-		}
-		// A slice that arrives before its Service waits in the informer cache: nothing is
-		// built until the Service exists, then its event rebuilds from every slice.
-		cs, ls, n = translate.Service(svc, eps, node)
-	}
-	names := make([]string, 0, len(cs))
-	for i, c := range cs {
-		if _, ok := b.s.demand.admitted[c.Name]; b.onDemand && !ok {
-			continue
-		}
-		if o, ok := b.owner[c.Name]; ok && o != key {
-			b.s.log.Warn("two Services claim one cluster IP and port; keeping the first", "cluster", c.Name, "kept", o, "skipped", key)
-			continue
-		}
-		names = append(names, c.Name)
-		put(b, b.owner, c.Name, key)
-		if !proto.Equal(b.set.Clusters[c.Name], c) {
-			put(b, b.set.Clusters, c.Name, c)
-			b.upd.Clusters[c.Name] = c
-		}
-		if !proto.Equal(b.set.Loads[c.Name], ls[i]) {
-			put(b, b.set.Loads, c.Name, ls[i])
-			b.upd.Loads[c.Name] = ls[i]
-		}
-	}
-	for _, old := range b.bySvc[key] {
-		if !slices.Contains(names, old) {
-			del(b, b.set.Clusters, old)
-			del(b, b.set.Loads, old)
-			del(b, b.owner, old)
-			b.upd.DeleteClusters = append(b.upd.DeleteClusters, old)
-			b.upd.DeleteLoads = append(b.upd.DeleteLoads, old)
-		}
-	}
-	if len(names) == 0 {
-		del(b, b.bySvc, key)
-		del(b, b.endpoints, key)
-	} else {
-		put(b, b.bySvc, key, names)
-		put(b, b.endpoints, key, n)
-	}
-}
-
-func (b *batch) listeners(node translate.Node, p1, p2, onDemand bool) ([]ListenerStatus, int) {
-	prefixes, known := b.s.rng.Range()
-	opts := translate.ListenerOptions{Range: prefixes, RangeKnown: known, Phase1: p1, Phase2: p2, OnDemand: onDemand}
-	want := map[string]*listenerv3.Listener{}
-	var st []ListenerStatus
-	unresolved := 0
-	for _, o := range b.s.pods.List() {
-		pod, ok := o.(*corev1.Pod)
-		if !ok || !captured(pod, node.Name) {
-			continue
-		}
-		ip, err := netip.ParseAddr(pod.Status.PodIP)
-		if err != nil || !ip.Is4() {
-			continue // no IP yet: the pod's update brings it
-		}
-		path, err := b.s.netns.Find(ip)
-		if err != nil {
-			unresolved++
-			b.s.log.Debug("captured pod's network namespace not found yet", "pod", pod.Namespace+"/"+pod.Name, "ip", ip, "error", err)
-			continue
-		}
-		l := translate.CaptureListener(translate.CapturedPod{Namespace: pod.Namespace, Name: pod.Name, NetnsPath: path}, opts)
-		want[l.Name] = l
-		st = append(st, ListenerStatus{Pod: pod.Name, Namespace: pod.Namespace, Netns: path, Name: l.Name})
-	}
-	for name, l := range want {
-		if !proto.Equal(b.set.Listeners[name], l) {
-			put(b, b.set.Listeners, name, l)
-			b.upd.Listeners[name] = l
-		}
-	}
-	for name := range b.set.Listeners {
-		if want[name] == nil {
-			del(b, b.set.Listeners, name)
-			b.upd.DeleteListeners = append(b.upd.DeleteListeners, name)
-		}
-	}
-	slices.SortFunc(st, func(a, c ListenerStatus) int { return cmp.Compare(a.Name, c.Name) })
-	return st, unresolved
-}
-
-func captured(pod *corev1.Pod, node string) bool {
-	return pod.Labels[contract.CapturedLabel] == "true" && pod.Spec.NodeName == node && !pod.Spec.HostNetwork &&
-		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
-}
-
-// validate runs ValidateAll on every changed resource and the cross-reference check on the
-// whole candidate set.
-func (b *batch) validate() error {
-	for name, r := range b.upd.Clusters {
-		if err := translate.Validate(r.(*clusterv3.Cluster)); err != nil {
-			return fmt.Errorf("cluster %s: %w", name, err)
-		}
-	}
-	for name, r := range b.upd.Loads {
-		if err := translate.Validate(r.(*endpointv3.ClusterLoadAssignment)); err != nil {
-			return fmt.Errorf("load assignment %s: %w", name, err)
-		}
-	}
-	for name, r := range b.upd.Listeners {
-		if err := translate.Validate(r.(*listenerv3.Listener)); err != nil {
-			return fmt.Errorf("listener %s: %w", name, err)
-		}
-	}
-	if b.full {
-		return translate.CheckReferences(b.set)
-	}
-	clusters := slices.AppendSeq(slices.Clone(b.upd.DeleteClusters), maps.Keys(b.upd.Clusters))
-	loads := slices.AppendSeq(slices.Clone(b.upd.DeleteLoads), maps.Keys(b.upd.Loads))
-	return translate.CheckChanged(b.set, clusters, loads)
-}
-
-func (s *syncer) publishStatus(node translate.Node, p1, p2 bool, mode CDSMode, lst []ListenerStatus, listenersBuilt bool) {
-	old := s.status.Load()
-	st := &Status{Node: node.Name, Zone: node.Zone, Phase1: p1, Phase2: p2, SnapshotVersion: s.version, Listeners: old.Listeners, Range: []string{},
-		CDS: mode, Demanded: len(s.demand.admitted), Pending: s.demand.pending.len()}
-	if listenersBuilt {
-		st.Listeners = lst
-		if st.Listeners == nil {
-			st.Listeners = []ListenerStatus{}
-		}
-	}
-	for _, n := range s.endpoints {
-		st.Endpoints += n
-	}
-	st.Clusters = len(s.set.Clusters)
-	prefixes, known := s.rng.Range()
-	st.RangeKnown = known
-	for _, p := range prefixes {
-		st.Range = append(st.Range, p.String())
-	}
-	s.status.Store(st)
-	s.m.version.Set(float64(s.version))
-	s.m.clusters.Set(float64(st.Clusters))
-	s.m.endpoints.Set(float64(st.Endpoints))
-	s.m.listeners.Set(float64(len(s.set.Listeners)))
-	s.m.resources.Set(float64(len(s.set.Clusters) + len(s.set.Loads) + len(s.set.Listeners)))
-	s.m.odDemanded.Set(float64(st.Demanded))
-	s.m.odPending.Set(float64(st.Pending))
-}
-
-func unwrap(obj any) any {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return d.Obj
-	}
-	return obj
 }

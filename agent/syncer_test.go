@@ -15,6 +15,7 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+	"github.com/aether-mesh/svclb/internal/adstest"
 	"github.com/aether-mesh/svclb/internal/translate"
 	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
@@ -93,7 +95,7 @@ type fixture struct {
 	services cache.Indexer
 	slices   cache.Indexer
 	pods     cache.Indexer
-	rng      *fakeIndex
+	index    *fakeIndex
 	reg      *prometheus.Registry
 }
 
@@ -106,13 +108,13 @@ func newFixture(t testing.TB) *fixture {
 		pods:     cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 		reg:      prometheus.NewRegistry(),
 	}
-	f.rng = &fakeIndex{p: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}, known: true, services: f.services}
+	f.index = &fakeIndex{p: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}, known: true, services: f.services}
 	m, err := newMetrics(f.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.s = newSyncer(slog.New(slog.NewTextHandler(io.Discard, nil)), f.pub, corelisters.NewServiceLister(f.services), f.slices, f.pods,
-		fakeNetns{netip.MustParseAddr("10.244.1.3"): "/var/run/netns/cni-1"}, f.rng, m, translate.Node{Name: "node-a", Zone: "zone-a"}, true, true)
+		fakeNetns{netip.MustParseAddr("10.244.1.3"): "/var/run/netns/cni-1"}, f.index, m, translate.Node{Name: "node-a", Zone: "zone-a"}, true, true)
 	return f
 }
 
@@ -181,7 +183,7 @@ func TestSyncIncremental(t *testing.T) {
 	}
 	// A second slice merges; only the load assignment changes.
 	s2 := sliceObj("web", "web-2", "10.244.2.5")
-	s2.Annotations = map[string]string{triggerTimeAnnotation: time.Now().Add(-2 * time.Second).Format(time.RFC3339Nano)}
+	s2.Annotations = map[string]string{corev1.EndpointsLastChangeTriggerTime: time.Now().Add(-2 * time.Second).Format(time.RFC3339Nano)}
 	_ = f.slices.Add(s2)
 	f.s.sliceChanged(s2)
 	f.sync(t)
@@ -192,7 +194,11 @@ func TestSyncIncremental(t *testing.T) {
 	if n := f.s.set.Loads["svc:10.96.0.10:80"].Endpoints[0].LbEndpoints; len(n) != 2 {
 		t.Fatalf("merged endpoints: %d", len(n))
 	}
-	if h := histogram(t, f.reg, "svclb_network_programming_duration_seconds"); h.GetSampleCount() != 1 || h.GetSampleSum() < 2 {
+	var pm dto.Metric
+	if err := f.s.m.programming.Write(&pm); err != nil {
+		t.Fatal(err)
+	}
+	if h := pm.GetHistogram(); h.GetSampleCount() != 1 || h.GetSampleSum() < 2 {
 		t.Fatalf("programming latency not observed from the trigger time: %v", h)
 	}
 	// Nothing changed: nothing pushed.
@@ -209,20 +215,6 @@ func TestSyncIncremental(t *testing.T) {
 	if u := f.pub.last(); !slices.Equal(u.DeleteClusters, []string{"svc:10.96.0.10:80"}) || !slices.Equal(u.DeleteLoads, []string{"svc:10.96.0.10:80"}) {
 		t.Fatalf("delete: %+v", u)
 	}
-}
-
-func histogram(t testing.TB, reg *prometheus.Registry, name string) *dto.Histogram {
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.Metric[0].GetHistogram()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return nil
 }
 
 func chains(l *listenerv3.Listener) string {
@@ -290,7 +282,7 @@ func TestInvalidNeverPublished(t *testing.T) {
 	_ = f.pods.Add(podObj("client", "node-a", "10.244.1.3", true))
 	f.sync(t)
 	n, before := len(f.pub.updates), f.s.set.Listeners["capture~ns~client"]
-	f.rng.p = []netip.Prefix{{}} // a garbage range: the matcher's prefix fails ValidateAll
+	f.index.p = []netip.Prefix{{}} // a garbage range: the matcher's prefix fails ValidateAll
 	f.s.listenersChanged()
 	if err := f.s.sync(); err == nil {
 		t.Fatal("invalid listener accepted")
@@ -298,11 +290,8 @@ func TestInvalidNeverPublished(t *testing.T) {
 	if len(f.pub.updates) != n || f.s.set.Listeners["capture~ns~client"] != before {
 		t.Fatal("invalid configuration published or adopted")
 	}
-	mfs, _ := f.reg.Gather()
-	for _, mf := range mfs {
-		if mf.GetName() == "svclb_snapshot_rejected_total" && mf.Metric[0].GetCounter().GetValue() != 1 {
-			t.Errorf("rejected counter %v", mf.Metric[0].GetCounter().GetValue())
-		}
+	if v := testutil.ToFloat64(f.s.m.rejected); v != 1 {
+		t.Errorf("rejected counter %v", v)
 	}
 }
 
@@ -339,6 +328,7 @@ func TestLoopCoalescesBursts(t *testing.T) {
 		objs = append(objs, svc)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan struct{})
 	never := make(chan struct{})
 	go func() {
@@ -348,15 +338,9 @@ func TestLoopCoalescesBursts(t *testing.T) {
 	for _, svc := range objs {
 		f.s.serviceChanged(svc)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for f.s.status.Load().Clusters != 201 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	adstest.Eventually(t, "201 clusters published", func() bool { return f.s.status.Load().Clusters == 201 })
 	cancel()
 	<-done
-	if got := f.s.status.Load().Clusters; got != 201 {
-		t.Fatalf("%d clusters published, want 201", got)
-	}
 	if pushes := len(f.pub.updates) - before; pushes < 1 || pushes > 2 {
 		t.Errorf("a burst of 200 changes made %d pushes, want 1 or 2", pushes)
 	}

@@ -41,6 +41,9 @@ const (
 	DemandDir = "/var/lib/svclb"
 	// DemandFile is the agent's persisted on-demand admissions.
 	DemandFile = DemandDir + "/demand.json"
+	// NetnsDir holds the pods' network namespace files (containerd's CNI
+	// setup, as on a kind node); the agent finds a captured pod's netns there.
+	NetnsDir = "/var/run/netns"
 )
 
 // Ports.

@@ -180,7 +180,12 @@ func TestDeltaADSSubscribeUnsubscribe(t *testing.T) {
 	}
 	// Unsubscribed: later changes of that name are not pushed.
 	must(st.Send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesUnsubscribe: []string{"svc:10.96.0.10:80"}}))
-	time.Sleep(100 * time.Millisecond) // let the server process the unsubscription first
+	// A stream's requests are handled in order, and a nonce-less request of the wildcard CDS
+	// subscription is answered even when empty: its answer says the unsubscription is in.
+	must(st.Send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType}))
+	if r := recv(t, st, ch, resource.ClusterType, 5*time.Second); r == nil || len(r.Resources)+len(r.RemovedResources) > 0 {
+		t.Fatalf("CDS answer after the unsubscription: %v", r)
+	}
 	must(s.Apply(Update{Loads: map[string]types.Resource{"svc:10.96.0.10:80": cla("svc:10.96.0.10:80", "10.244.0.3")}}))
 	if r := recv(t, st, ch, resource.EndpointType, 300*time.Millisecond); r != nil {
 		t.Fatalf("pushed after unsubscribe: %v", names(r))

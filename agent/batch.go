@@ -1,0 +1,202 @@
+// The batch: one sync's change, built in place on the published resources with an undo log.
+
+package agent
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/contract"
+)
+
+// batch is one sync's change, made in place on the published maps with an undo log: a
+// result that fails validation is rolled back, so only a valid set is ever adopted. (Cloning
+// the maps instead costs more than the rebuild of one Service at 10k Services.)
+type batch struct {
+	s         *syncer
+	set       translate.Set
+	bySvc     map[k8stypes.NamespacedName][]string
+	owner     map[string]k8stypes.NamespacedName
+	endpoints map[k8stypes.NamespacedName]int
+	upd       xdsserver.Update
+	undo      []func()
+	full      bool // everything was rebuilt: check every reference
+	onDemand  bool // publish only admitted svc: clusters
+}
+
+func (s *syncer) newBatch() *batch {
+	return &batch{
+		s: s, set: s.set, bySvc: s.bySvc, owner: s.owner, endpoints: s.endpoints,
+		upd: xdsserver.Update{Clusters: map[string]types.Resource{}, Loads: map[string]types.Resource{}, Listeners: map[string]types.Resource{}},
+	}
+}
+
+func (b *batch) rollback() {
+	for i := len(b.undo) - 1; i >= 0; i-- {
+		b.undo[i]()
+	}
+	b.undo = nil
+}
+
+func put[K comparable, V any](b *batch, m map[K]V, k K, v V) {
+	old, had := m[k]
+	b.undo = append(b.undo, func() {
+		if had {
+			m[k] = old
+		} else {
+			delete(m, k)
+		}
+	})
+	m[k] = v
+}
+
+func del[K comparable, V any](b *batch, m map[K]V, k K) {
+	old, had := m[k]
+	if !had {
+		return
+	}
+	b.undo = append(b.undo, func() { m[k] = old })
+	delete(m, k)
+}
+
+func (b *batch) service(key k8stypes.NamespacedName, node translate.Node, phase1 bool) {
+	var (
+		cs []*clusterv3.Cluster
+		ls []*endpointv3.ClusterLoadAssignment
+		n  int
+	)
+	// On demand, a Service none of whose ports was asked for costs no translation.
+	wanted := !b.onDemand || b.s.demand.perSvc[key] > 0
+	if svc, err := b.s.services.Services(key.Namespace).Get(key.Name); err == nil && phase1 && wanted {
+		objs, _ := b.s.slices.ByIndex(byServiceIndex, key.String())
+		eps := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+		for _, o := range objs {
+			eps = append(eps, o.(*discoveryv1.EndpointSlice))
+		}
+		// A slice that arrives before its Service waits in the informer cache: nothing is
+		// built until the Service exists, then its event rebuilds from every slice.
+		cs, ls, n = translate.Service(svc, eps, node)
+	}
+	names := make([]string, 0, len(cs))
+	for i, c := range cs {
+		if _, ok := b.s.demand.admitted[c.Name]; b.onDemand && !ok {
+			continue
+		}
+		if o, ok := b.owner[c.Name]; ok && o != key {
+			b.s.log.Warn("two Services claim one cluster IP and port; keeping the first", "cluster", c.Name, "kept", o, "skipped", key)
+			continue
+		}
+		names = append(names, c.Name)
+		put(b, b.owner, c.Name, key)
+		if !proto.Equal(b.set.Clusters[c.Name], c) {
+			put(b, b.set.Clusters, c.Name, c)
+			b.upd.Clusters[c.Name] = c
+		}
+		if !proto.Equal(b.set.Loads[c.Name], ls[i]) {
+			put(b, b.set.Loads, c.Name, ls[i])
+			b.upd.Loads[c.Name] = ls[i]
+		}
+	}
+	for _, old := range b.bySvc[key] {
+		if !slices.Contains(names, old) {
+			del(b, b.set.Clusters, old)
+			del(b, b.set.Loads, old)
+			del(b, b.owner, old)
+			b.upd.DeleteClusters = append(b.upd.DeleteClusters, old)
+			b.upd.DeleteLoads = append(b.upd.DeleteLoads, old)
+		}
+	}
+	if len(names) == 0 {
+		del(b, b.bySvc, key)
+		del(b, b.endpoints, key)
+	} else {
+		put(b, b.bySvc, key, names)
+		put(b, b.endpoints, key, n)
+	}
+}
+
+func (b *batch) listeners(node translate.Node, p1, p2, onDemand bool) ([]ListenerStatus, int) {
+	prefixes, known := b.s.svcIndex.Range()
+	opts := translate.ListenerOptions{Range: prefixes, RangeKnown: known, Phase1: p1, Phase2: p2, OnDemand: onDemand}
+	want := map[string]*listenerv3.Listener{}
+	var st []ListenerStatus
+	unresolved := 0
+	for _, o := range b.s.pods.List() {
+		pod, ok := o.(*corev1.Pod)
+		if !ok || !captured(pod, node.Name) {
+			continue
+		}
+		ip, err := netip.ParseAddr(pod.Status.PodIP)
+		if err != nil || !ip.Is4() {
+			continue // no IP yet: the pod's update brings it
+		}
+		path, err := b.s.netns.Find(ip)
+		if err != nil {
+			unresolved++
+			b.s.log.Debug("captured pod's network namespace not found yet", "pod", pod.Namespace+"/"+pod.Name, "ip", ip, "error", err)
+			continue
+		}
+		l := translate.CaptureListener(translate.CapturedPod{Namespace: pod.Namespace, Name: pod.Name, NetnsPath: path}, opts)
+		want[l.Name] = l
+		st = append(st, ListenerStatus{Pod: pod.Name, Namespace: pod.Namespace, Netns: path, Name: l.Name})
+	}
+	for name, l := range want {
+		if !proto.Equal(b.set.Listeners[name], l) {
+			put(b, b.set.Listeners, name, l)
+			b.upd.Listeners[name] = l
+		}
+	}
+	for name := range b.set.Listeners {
+		if want[name] == nil {
+			del(b, b.set.Listeners, name)
+			b.upd.DeleteListeners = append(b.upd.DeleteListeners, name)
+		}
+	}
+	slices.SortFunc(st, func(a, c ListenerStatus) int { return cmp.Compare(a.Name, c.Name) })
+	return st, unresolved
+}
+
+func captured(pod *corev1.Pod, node string) bool {
+	return pod.Labels[contract.CapturedLabel] == "true" && pod.Spec.NodeName == node && !pod.Spec.HostNetwork &&
+		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+}
+
+// validate runs ValidateAll on every changed resource and the cross-reference check on the
+// whole candidate set.
+func (b *batch) validate() error {
+	for name, r := range b.upd.Clusters {
+		if err := translate.Validate(r.(*clusterv3.Cluster)); err != nil {
+			return fmt.Errorf("cluster %s: %w", name, err)
+		}
+	}
+	for name, r := range b.upd.Loads {
+		if err := translate.Validate(r.(*endpointv3.ClusterLoadAssignment)); err != nil {
+			return fmt.Errorf("load assignment %s: %w", name, err)
+		}
+	}
+	for name, r := range b.upd.Listeners {
+		if err := translate.Validate(r.(*listenerv3.Listener)); err != nil {
+			return fmt.Errorf("listener %s: %w", name, err)
+		}
+	}
+	if b.full {
+		return translate.CheckReferences(b.set)
+	}
+	clusters := slices.AppendSeq(slices.Clone(b.upd.DeleteClusters), maps.Keys(b.upd.Clusters))
+	loads := slices.AppendSeq(slices.Clone(b.upd.DeleteLoads), maps.Keys(b.upd.Loads))
+	return translate.CheckChanged(b.set, clusters, loads)
+}

@@ -1,0 +1,144 @@
+// Intake: the syncer's inputs. Informer events, settings and the proxy's CDS requests only
+// record what changed and wake the loop; sync does the work.
+
+package agent
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/aether-mesh/svclb/internal/translate"
+)
+
+// byServiceIndex files EndpointSlices under their Service (sliceIndex).
+const byServiceIndex = "service"
+
+// sliceIndex files an EndpointSlice under the Service it belongs to.
+func sliceIndex(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	name := s.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return nil, nil
+	}
+	return []string{s.Namespace + "/" + name}, nil
+}
+
+func (s *syncer) signal() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *syncer) serviceChanged(obj any) {
+	if svc, ok := unwrap(obj).(*corev1.Service); ok {
+		s.markService(k8stypes.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, time.Time{})
+	}
+}
+
+func (s *syncer) sliceChanged(obj any) {
+	es, ok := unwrap(obj).(*discoveryv1.EndpointSlice)
+	if !ok || es.Labels[discoveryv1.LabelServiceName] == "" {
+		return // not owned by a Service: nothing to program
+	}
+	// The EndpointSlice controller stamps when the change that produced the slice happened;
+	// kube-proxy measures network programming latency from it, so do we.
+	var t time.Time
+	if v := es.Annotations[corev1.EndpointsLastChangeTriggerTime]; v != "" {
+		t, _ = time.Parse(time.RFC3339Nano, v) // a malformed stamp only loses the latency sample
+	}
+	s.markService(k8stypes.NamespacedName{Namespace: es.Namespace, Name: es.Labels[discoveryv1.LabelServiceName]}, t)
+}
+
+func (s *syncer) markService(key k8stypes.NamespacedName, trigger time.Time) {
+	s.mu.Lock()
+	s.dirty[key] = struct{}{}
+	if !trigger.IsZero() {
+		if old, ok := s.triggers[key]; !ok || trigger.Before(old) {
+			s.triggers[key] = trigger
+		}
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *syncer) listenersChanged() {
+	s.mu.Lock()
+	s.dirtyListeners = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *syncer) setNode(n translate.Node) {
+	s.mu.Lock()
+	changed := s.node != n
+	s.node = n
+	s.dirtyAll = s.dirtyAll || changed
+	s.mu.Unlock()
+	if changed {
+		s.log.Info("node zone", "node", n.Name, "zone", n.Zone)
+		s.signal()
+	}
+}
+
+func (s *syncer) setPhases(p1, p2 bool) {
+	s.mu.Lock()
+	changed := s.phase1 != p1 || s.phase2 != p2
+	s.dirtyAll = s.dirtyAll || s.phase1 != p1
+	s.dirtyListeners = s.dirtyListeners || changed
+	s.phase1, s.phase2 = p1, p2
+	s.mu.Unlock()
+	if changed {
+		s.log.Info("phases changed", "phase1", p1, "phase2", p2)
+		s.signal()
+	}
+}
+
+// setCDSMode switches between proactive and on-demand CDS: every Service is rebuilt (clusters
+// published or withdrawn) and the listeners gain or lose cap_svc's on_demand.
+func (s *syncer) setCDSMode(m CDSMode) {
+	s.mu.Lock()
+	changed := s.mode != m
+	s.mode = m
+	s.dirtyAll = s.dirtyAll || changed
+	s.dirtyListeners = s.dirtyListeners || changed
+	s.mu.Unlock()
+	if changed {
+		s.log.Info("CDS mode changed", "cds", m)
+		s.signal()
+	}
+}
+
+// demandOp is one name of a delta CDS request: subscribed or unsubscribed.
+type demandOp struct {
+	name      string
+	subscribe bool
+}
+
+// ClusterDemand implements xdsserver.DemandHandler: it runs on the ADS stream goroutine, so it
+// only queues the names; sync classifies them and publishes.
+func (s *syncer) ClusterDemand(subscribe, unsubscribe []string) {
+	s.mu.Lock()
+	for _, n := range subscribe {
+		s.demandOps = append(s.demandOps, demandOp{name: n, subscribe: true})
+	}
+	for _, n := range unsubscribe {
+		s.demandOps = append(s.demandOps, demandOp{name: n})
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func unwrap(obj any) any {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
+}
