@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -20,8 +19,13 @@ import (
 	"testing"
 	"time"
 
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/onsi/gomega"
+	"google.golang.org/protobuf/encoding/protojson"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -168,8 +172,8 @@ func TestAgentRestart(t *testing.T) {
 		Should(gomega.Equal([]string{backend + ":" + strconv.Itoa(targetPort)}), "the proxy has the Service's cluster")
 	if pod != nil {
 		g.Eventually(func() bool {
-			ls := px.ListenerStatuses()
-			return len(ls) == 1 && ls[0].Bound && ls[0].Netns == filepath.Join(netnsDir, pod.ns.Name())
+			ls := configOf(t, admin).Listeners
+			return len(ls) == 1 && ls[0].GetAddress().GetSocketAddress().GetNetworkNamespaceFilepath() == filepath.Join(netnsDir, pod.ns.Name())
 		}).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).Should(gomega.BeTrue(), "the capture listener bound in the pod netns")
 		pod.expectBackend(t, svc.Spec.ClusterIP, port)
 	}
@@ -327,45 +331,81 @@ func run(t *testing.T, args ...string) {
 	}
 }
 
-// proxyConfig is the part of the built-in proxy's /config_dump these tests read.
+// proxyConfig is what these tests read of the built-in proxy's
+// /config_dump?include_eds, which has Envoy's shape (envoy.admin.v3.ConfigDump).
 type proxyConfig struct {
-	Listeners []nodeproxy.ListenerStatus
-	Clusters  []struct {
-		Name       string
-		Warming    bool
-		Priorities [][]string
-	}
+	Listeners []*listenerv3.Listener // active
+	clusters  []string               // active and warming, sorted
+	warm      map[string]bool
+	loads     map[string]*endpointv3.ClusterLoadAssignment
 }
 
 func configOf(t *testing.T, admin http.Handler) proxyConfig {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	admin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/config_dump", nil))
-	var d proxyConfig
-	if err := json.Unmarshal(rec.Body.Bytes(), &d); err != nil {
+	admin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/config_dump?include_eds", nil))
+	d := proxyConfig{warm: map[string]bool{}, loads: map[string]*endpointv3.ClusterLoadAssignment{}}
+	var dump adminv3.ConfigDump
+	if err := protojson.Unmarshal(rec.Body.Bytes(), &dump); err != nil {
 		t.Errorf("config_dump: %v", err)
+		return d
 	}
+	for _, a := range dump.GetConfigs() {
+		m, err := a.UnmarshalNew()
+		if err != nil {
+			t.Errorf("config_dump: %v", err)
+			continue
+		}
+		switch m := m.(type) {
+		case *adminv3.ClustersConfigDump:
+			for i, dcs := range [][]*adminv3.ClustersConfigDump_DynamicCluster{m.GetDynamicActiveClusters(), m.GetDynamicWarmingClusters()} {
+				for _, dc := range dcs {
+					var c clusterv3.Cluster
+					if err := dc.GetCluster().UnmarshalTo(&c); err != nil {
+						t.Errorf("config_dump cluster: %v", err)
+					}
+					d.clusters = append(d.clusters, c.GetName())
+					d.warm[c.GetName()] = i == 0
+				}
+			}
+		case *adminv3.ListenersConfigDump:
+			for _, dl := range m.GetDynamicListeners() {
+				var l listenerv3.Listener
+				if st := dl.GetActiveState(); st != nil {
+					if err := st.GetListener().UnmarshalTo(&l); err != nil {
+						t.Errorf("config_dump listener: %v", err)
+					}
+					d.Listeners = append(d.Listeners, &l)
+				}
+			}
+		case *adminv3.EndpointsConfigDump:
+			for _, e := range m.GetDynamicEndpointConfigs() {
+				var cla endpointv3.ClusterLoadAssignment
+				if err := e.GetEndpointConfig().UnmarshalTo(&cla); err != nil {
+					t.Errorf("config_dump endpoints: %v", err)
+				}
+				d.loads[cla.GetClusterName()] = &cla
+			}
+		}
+	}
+	slices.Sort(d.clusters)
 	return d
 }
 
-func (d proxyConfig) names() []string {
-	var out []string
-	for _, c := range d.Clusters {
-		out = append(out, c.Name)
-	}
-	return out
-}
+func (d proxyConfig) names() []string { return d.clusters }
 
-// hosts lists a warm cluster's hosts, priority by priority.
+// hosts lists a warm cluster's hosts, priority by priority (its EDS name is
+// its own name, as the agent publishes them).
 func (d proxyConfig) hosts(name string) []string {
-	for _, c := range d.Clusters {
-		if c.Name == name && !c.Warming {
-			var out []string
-			for _, p := range c.Priorities {
-				out = append(out, p...)
-			}
-			return out
+	if !d.warm[name] {
+		return nil
+	}
+	var out []string
+	for _, lle := range d.loads[name].GetEndpoints() {
+		for _, e := range lle.GetLbEndpoints() {
+			sa := e.GetEndpoint().GetAddress().GetSocketAddress()
+			out = append(out, sa.GetAddress()+":"+strconv.Itoa(int(sa.GetPortValue())))
 		}
 	}
-	return nil
+	return out
 }

@@ -3,12 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/fixtures/workload"
 )
 
 // affinityClients is the number of meshed client pods on one node, and
@@ -39,49 +40,50 @@ type affinityWorkload struct {
 // affinity: ClientIP affinity must be per pod. Under kube-proxy (the red run:
 // the proxy's passthrough connects from the node's address) every pod of a
 // node shares one source address, so all of them land on one backend.
-var _ = defineLeg(leg{
+var _ = defineLeg(leg[*affinityWorkload]{
 	name: "affinity",
 	setup: fmt.Sprintf("sessionAffinity ClientIP, %d echo backends, %d meshed client pods on one worker; kube-proxy objects left in place "+
 		"(red shows kube-proxy's affinity through the passthrough)", affinityBackends, affinityClients),
 	redExpect:  "each pod sticks, but every pod of the node lands on the same backend (kube-proxy sees only the node's address)",
 	greenMeans: "each pod sticks to one backend, and the pods are not all on one backend",
 	timeout:    6 * time.Minute,
-	prepare: func(ctx context.Context) (any, error) {
-		node := workers()[0].Name
-		dep := echoDeployment("aff", backendOpts{replicas: affinityBackends})
-		svc := legService("aff", svcOpts{selector: dep.Spec.Selector.MatchLabels, mutate: func(s *corev1.Service) {
+	prepare: func(ctx context.Context) (*affinityWorkload, error) {
+		ns, node := suite.legsNS, suite.cluster.Workers()[0].Name
+		dep := workload.EchoDeployment(ns, "aff", workload.Backends{Replicas: affinityBackends})
+		svc := workload.Service(ns, "aff", workload.ServiceOptions{Selector: dep.Spec.Selector.MatchLabels, Mutate: func(s *corev1.Service) {
 			s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 		}})
-		objs := []any{dep, svc}
-		for i := 0; i < affinityClients; i++ {
-			p := meshedClient(fmt.Sprintf("aff-client-%d", i), node)
-			p.Labels["role"] = "aff-client"
+		objs := []client.Object{dep, svc}
+		for i := range affinityClients {
+			p, err := workload.MeshedClient(ns, fmt.Sprintf("aff-client-%d", i), node, "aff-client")
+			if err != nil {
+				return nil, err
+			}
 			objs = append(objs, p)
 		}
-		if err := create(ctx, objs...); err != nil {
+		if err := suite.cluster.Create(ctx, objs...); err != nil {
 			return nil, err
 		}
-		if _, err := waitPodsReady(ctx, "app=aff", affinityBackends, 2*time.Minute); err != nil {
+		if _, err := suite.cluster.WaitPodsReady(ctx, ns, workload.AppLabel+"=aff", affinityBackends, 2*time.Minute); err != nil {
 			return nil, err
 		}
-		clients, err := waitPodsReady(ctx, "role=aff-client", affinityClients, 3*time.Minute)
+		clients, err := suite.cluster.WaitPodsReady(ctx, ns, workload.RoleLabel+"=aff-client", affinityClients, 3*time.Minute)
 		if err != nil {
 			return nil, err
 		}
-		return &affinityWorkload{to: net.JoinHostPort(svc.Spec.ClusterIP, "80"), clients: clients}, nil
+		return &affinityWorkload{to: workload.Addr(svc, 80), clients: clients}, nil
 	},
-	measure: func(ctx context.Context, w any, run *evidence.Run) {
-		aw := w.(*affinityWorkload)
+	measure: func(ctx context.Context, aw *affinityWorkload, run *evidence.Run) {
 		// A few pods dial at a time: ten sequential execs cost ten exec
 		// round trips, ten at once starve a loaded 2-core machine (a full
 		// suite run saw 2 s attempts time out). The timeout is generous for
 		// the same reason: this leg is about where replies come from, not
 		// how fast.
-		jobs := make([]dialJob, len(aw.clients))
+		jobs := make([]workload.DialJob, len(aw.clients))
 		for i := range aw.clients {
-			jobs[i] = dialJob{client: &aw.clients[i], to: aw.to, o: dialOpts{count: 8, interval: 50 * time.Millisecond, timeout: 5 * time.Second}}
+			jobs[i] = workload.DialJob{Client: &aw.clients[i], To: aw.to, Opts: workload.DialOptions{Count: 8, Interval: 50 * time.Millisecond, Timeout: 5 * time.Second}}
 		}
-		rss, err := dialAll(ctx, jobs, 3)
+		rss, err := workload.DialAll(ctx, suite.cluster, jobs, 3)
 		if err != nil {
 			run.Error = err.Error()
 			return
@@ -89,7 +91,7 @@ var _ = defineLeg(leg{
 		sticky := 0
 		perPod := map[string]string{}
 		for i, rs := range rss {
-			tally(run, rs)
+			run.Tally(rs, suite.cluster.Zone)
 			seen := map[string]bool{}
 			for _, r := range rs {
 				if r.Reply != nil {
@@ -110,7 +112,7 @@ var _ = defineLeg(leg{
 		all := run.Attempts > 0 && run.Replies == run.Attempts
 		run.MetGreen = all && sticky == len(aw.clients) && len(distinct) > 1
 		run.MetRed = all && sticky == len(aw.clients) && len(distinct) == 1
-		run.Summary = fmt.Sprintf("%s; %d/%d pods stuck to one backend; pods spread over %d backend(s)", countsSummary(run), sticky, len(aw.clients), len(distinct))
+		run.Summary = fmt.Sprintf("%s; %d/%d pods stuck to one backend; pods spread over %d backend(s)", run.Counts(), sticky, len(aw.clients), len(distinct))
 		run.Notes = append(run.Notes, fmt.Sprintf("pod→backend %v", perPod))
 	},
 })

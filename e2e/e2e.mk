@@ -4,6 +4,7 @@
 #                                     LEGS="reach affinity" means either)
 #   make e2e-svc KEEP_CLUSTER=1       reuse the cluster and leave it (and the legs' namespace) running
 #   make e2e-svc PROXY=builtin|envoy  node proxy; default: Envoy if its image can be pulled, else built-in
+#   make e2e-svc KIND_NODE_MODE=offline  kindconfig's cluster variables reach `make cluster` unchanged
 
 LEGS         ?=
 PROXY        ?=
@@ -19,8 +20,7 @@ E2E_TIMEOUT  ?= 45m
 e2e-svc: ## Every leg red (agent off) then green (on) on kind; LEGS=<label filter> KEEP_CLUSTER=1 PROXY=envoy|builtin; reports in _artifacts/
 	@REPO=$(REPO) GO="$(GO)" MAKE="$(MAKE) --no-print-directory" LEGS="$(LEGS)" PROXY="$(PROXY)" KEEP_CLUSTER="$(KEEP_CLUSTER)" \
 	ENVOY_IMAGE=$(ENVOY_IMAGE) ARTIFACTS=$(E2E_ARTIFACTS) TIMEOUT=$(E2E_TIMEOUT) \
-	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) \
-	NODE_IMAGE_ONLINE=$(KIND_NODE_IMAGE_ONLINE) KIND_NODE_MODE="$(KIND_NODE_MODE)" \
+	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) CLUSTER_STATE=$(KIND_STATE) \
 	bash $(REPO)/e2e/run.sh
 
 .PHONY: e2e-report

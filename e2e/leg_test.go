@@ -13,21 +13,31 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/e2e/internal/measure"
+	"github.com/aether-mesh/svclb/fixtures/agent"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
-// leg is one row of DESIGN.md §5.
-type leg struct {
+// settle is the time given to the agent and the proxy after a change is
+// visible (the agent's /status shows a flip, an EndpointSlice shows a pod's
+// new state) and before a leg measures it: the proxy applies the pushed
+// snapshot a moment after the agent reports it.
+const settle = 2 * time.Second
+
+// leg is one acceptance leg (e2e/doc.go lists them); W is what its prepare
+// hands its measure.
+type leg[W any] struct {
 	name       string
 	setup      string // restated in the report
 	redExpect  string
 	greenMeans string
 	// prepare deploys the leg's workloads once for both runs and returns
 	// what measure needs.
-	prepare func(ctx context.Context) (any, error)
+	prepare func(ctx context.Context) (W, error)
 	// measure observes one run. It fills the counts and sets MetRed and
 	// MetGreen from what it saw, never from the mode it runs in: a red run
 	// is judged by the same green condition as the green run.
-	measure func(ctx context.Context, w any, run *evidence.Run)
+	measure func(ctx context.Context, w W, run *evidence.Run)
 	// control marks a leg whose red and green must look the same (passthrough:
 	// the Phase flags must not change traffic outside the Service range); it
 	// passes when both runs meet the green condition.
@@ -42,12 +52,12 @@ type leg struct {
 
 // defineLeg registers a leg as one Ordered container labelled with the leg's
 // name: BeforeAll prepares the workloads, one spec runs red then green.
-func defineLeg(l leg) bool {
+func defineLeg[W any](l leg[W]) bool {
 	if l.timeout == 0 {
 		l.timeout = 4 * time.Minute
 	}
 	return Describe("leg "+l.name, Ordered, Label(l.name), func() {
-		var w any
+		var w W
 		BeforeAll(func(ctx SpecContext) {
 			progress("leg %s: preparing workloads", l.name)
 			t0 := time.Now()
@@ -67,17 +77,15 @@ func defineLeg(l leg) bool {
 			rec := &evidence.Leg{Name: l.name, Setup: l.setup, RedExpect: l.redExpect, GreenMeans: l.greenMeans}
 			for _, mode := range []evidence.Mode{evidence.Red, evidence.Green} {
 				on := mode == evidence.Green
-				want := map[string]string{"phase1": strconv.FormatBool(on), "phase2": strconv.FormatBool(on)}
+				want := phases(on)
 				if l.agentConfig != nil {
 					maps.Copy(want, l.agentConfig(on))
 				}
-				progress("leg %s: %s run: setting %v", l.name, mode, want)
+				progress("leg %s: %s run: setting %s", l.name, mode, agent.Describe(want))
 				run := &evidence.Run{Mode: mode, Started: time.Now()}
 				if err := setAgentConfig(ctx, want); err != nil {
 					run.Error = err.Error()
 				} else {
-					// The agent's /status says it rendered the flip; the
-					// proxy applies the pushed snapshot a moment later.
 					time.Sleep(settle)
 					l.measure(ctx, w, run)
 				}
@@ -104,6 +112,42 @@ func defineLeg(l leg) bool {
 	})
 }
 
+// phases is both Phase flags of the agent's ConfigMap, on or off.
+func phases(on bool) map[string]string {
+	return map[string]string{contract.KeyPhase1: strconv.FormatBool(on), contract.KeyPhase2: strconv.FormatBool(on)}
+}
+
+// setAgentConfig sets keys of the agent's ConfigMap and waits until every
+// node's agent applied them.
+func setAgentConfig(ctx context.Context, want map[string]string) error {
+	t0 := time.Now()
+	if err := agent.SetConfig(ctx, suite.cluster, want); err != nil {
+		return err
+	}
+	progress("agent config %s applied on every node in %s", agent.Describe(want), time.Since(t0).Round(10*time.Millisecond))
+	return nil
+}
+
+// refuseLeg is a refusal leg: prepare finds what to dial, and the measure
+// (measure.Refusal) expects the proxy to refuse every attempt with
+// reason.
+func refuseLeg(name, reason, setup string, prepare func(ctx context.Context) (measure.Target, error)) leg[measure.Target] {
+	return leg[measure.Target]{
+		name:       name,
+		setup:      setup,
+		redExpect:  measure.RedExpect,
+		greenMeans: measure.GreenMeans(reason),
+		prepare: func(ctx context.Context) (measure.Target, error) {
+			t, err := prepare(ctx)
+			t.Reason = reason
+			return t, err
+		},
+		measure: func(ctx context.Context, t measure.Target, run *evidence.Run) {
+			measure.Refusal(ctx, suite.cluster, suite.clients, t, run)
+		},
+	}
+}
+
 // judgeControl: a control leg must meet the green condition in both runs.
 func judgeControl(red, green *evidence.Run) (evidence.Verdict, string) {
 	switch {
@@ -121,6 +165,7 @@ func judgeControl(red, green *evidence.Run) (evidence.Verdict, string) {
 
 var unsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
+// sanitize makes a spec's text a directory name.
 func sanitize(s string) string {
 	s = strings.Trim(unsafe.ReplaceAllString(s, "-"), "-")
 	if len(s) > 80 {

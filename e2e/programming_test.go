@@ -10,64 +10,52 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/kube"
+	"github.com/aether-mesh/svclb/fixtures/agent"
+	"github.com/aether-mesh/svclb/fixtures/metrics"
+	"github.com/aether-mesh/svclb/fixtures/workload"
 )
 
 const (
-	agentProgMetric     = "svclb_network_programming_duration_seconds"
+	// kubeProxyProgMetric is kube-proxy's network programming histogram.
 	kubeProxyProgMetric = "kubeproxy_network_programming_duration_seconds"
-	kubeProxyMetrics    = 10249
+	// kubeProxyMetricsPort is kube-proxy's metrics port on each node's
+	// 127.0.0.1 (kubeadm's default metricsBindAddress).
+	kubeProxyMetricsPort = 10249
 )
 
 // programmingHistograms sums the agent's histogram over every agent, and
 // kube-proxy's over every node.
-func programmingHistograms(ctx context.Context) (agent, kp kube.Histogram, err error) {
-	ms, err := agentScrape(ctx)
+func programmingHistograms(ctx context.Context) (a, kp metrics.Histogram, err error) {
+	ms, err := agent.Scrape(ctx, suite.cluster)
 	if err != nil {
-		return agent, kp, err
+		return a, kp, err
 	}
 	for _, m := range ms {
-		agent = addHist(agent, m.Histogram(agentProgMetric, nil))
+		a = a.Add(m.Histogram(agent.ProgrammingMetric, nil))
 	}
-	// kube-proxy serves metrics on 127.0.0.1:10249 of each node (kubeadm's
-	// default), out of the apiserver proxy's reach: read it on the node.
-	for _, n := range suite.nodes {
-		body, err := suite.cluster.NodeGet(ctx, n.Name, kubeProxyMetrics, "/metrics")
+	// Out of the apiserver proxy's reach: read it on the node.
+	for _, n := range suite.cluster.Nodes {
+		body, err := suite.cluster.NodeGet(ctx, n.Name, kubeProxyMetricsPort, "/metrics")
 		if err != nil {
-			return agent, kp, fmt.Errorf("kube-proxy metrics: %w", err)
+			return a, kp, fmt.Errorf("kube-proxy metrics: %w", err)
 		}
-		m, err := kube.ParseMetrics(body)
+		m, err := metrics.Parse(body)
 		if err != nil {
-			return agent, kp, fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
+			return a, kp, fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
 		}
-		kp = addHist(kp, m.Histogram(kubeProxyProgMetric, nil))
+		kp = kp.Add(m.Histogram(kubeProxyProgMetric, nil))
 	}
-	return agent, kp, nil
+	return a, kp, nil
 }
 
-func addHist(a, b kube.Histogram) kube.Histogram {
-	idx := map[float64]int{}
-	for i, x := range a.Buckets {
-		idx[x.UpperBound] = i
-	}
-	a.Count += b.Count
-	for _, x := range b.Buckets {
-		if i, ok := idx[x.UpperBound]; ok {
-			a.Buckets[i].Count += x.Count
-		} else {
-			a.Buckets = append(a.Buckets, x)
-		}
-	}
-	return kube.Histogram{Count: a.Count, Buckets: a.Buckets}.Sorted()
-}
-
-// The figure, not a leg: the same EndpointSlice changes measured by the agent
-// and by kube-proxy on every node, side by side in report.md.
+// programming: the figure, not a leg: the same EndpointSlice changes measured
+// by the agent and by kube-proxy on every node, side by side in report.md.
 var _ = Describe("network programming latency", Ordered, Label("programming"), func() {
 	It("compares the agent with kube-proxy for the same EndpointSlice changes", func(ctx SpecContext) {
-		Expect(setPhases(ctx, true, true)).To(Succeed())
-		_, err := deployEcho(ctx, "prog", backendOpts{replicas: 1}, svcOpts{})
+		Expect(setAgentConfig(ctx, phases(true))).To(Succeed())
+		_, err := workload.DeployEcho(ctx, suite.cluster, suite.legsNS, "prog", workload.Backends{Replicas: 1}, workload.ServiceOptions{})
 		Expect(err).NotTo(HaveOccurred())
+		// Let the creation's own programming land before the first scrape.
 		time.Sleep(3 * time.Second)
 		a0, k0, err := programmingHistograms(ctx)
 		Expect(err).NotTo(HaveOccurred())
@@ -79,17 +67,17 @@ var _ = Describe("network programming latency", Ordered, Label("programming"), f
 			d.Spec.Replicas = &n
 			_, err = deps.Update(ctx, d, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
-			_, err = waitPodsReady(ctx, "app=prog", int(n), 2*time.Minute)
+			_, err = suite.cluster.WaitPodsReady(ctx, suite.legsNS, workload.AppLabel+"=prog", int(n), 2*time.Minute)
 			Expect(err).NotTo(HaveOccurred())
 			changes++
-			time.Sleep(2 * time.Second)
+			time.Sleep(settle)
 		}
 		a1, k1, err := programmingHistograms(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		da, dk := a1.Sub(a0), k1.Sub(k0)
 		p := &evidence.Programming{
 			Changes:   changes,
-			Agent:     evidence.Quantiles{Metric: agentProgMetric, Count: da.Count, P50: da.Quantile(0.5), P99: da.Quantile(0.99)},
+			Agent:     evidence.Quantiles{Metric: agent.ProgrammingMetric, Count: da.Count, P50: da.Quantile(0.5), P99: da.Quantile(0.99)},
 			KubeProxy: evidence.Quantiles{Metric: kubeProxyProgMetric, Count: dk.Count, P50: dk.Quantile(0.5), P99: dk.Quantile(0.99)},
 			Note: "Summed over every node; quantiles are histogram bucket upper bounds (no interpolation). " +
 				"Each scale step changes the Service's EndpointSlice at least twice (pod created not ready, then ready).",
@@ -97,7 +85,7 @@ var _ = Describe("network programming latency", Ordered, Label("programming"), f
 		Expect(suite.evidence.WriteProgramming(p)).To(Succeed())
 		progress("programming: agent p50 %.3fs p99 %.3fs (%g samples); kube-proxy p50 %.3fs p99 %.3fs (%g samples)",
 			p.Agent.P50, p.Agent.P99, p.Agent.Count, p.KubeProxy.P50, p.KubeProxy.P99, p.KubeProxy.Count)
-		Expect(da.Count).To(BeNumerically(">", 0), "the agent observed no programming of the changes (%s)", agentProgMetric)
+		Expect(da.Count).To(BeNumerically(">", 0), "the agent observed no programming of the changes (%s)", agent.ProgrammingMetric)
 		Expect(dk.Count).To(BeNumerically(">", 0), "kube-proxy observed no programming of the changes (%s)", kubeProxyProgMetric)
 	}, NodeTimeout(5*time.Minute))
 })

@@ -1,45 +1,62 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"sigs.k8s.io/e2e-framework/pkg/env"
-
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/e2e-framework/pkg/env"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/kube"
+	"github.com/aether-mesh/svclb/fixtures/agent"
+	"github.com/aether-mesh/svclb/fixtures/cluster"
+	"github.com/aether-mesh/svclb/fixtures/diagnostics"
+	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/manifests"
+	"github.com/aether-mesh/svclb/fixtures/workload"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
-// config is read from the environment so that make (and CI) drive the suite
-// without Ginkgo-specific flags.
+// config is read from the environment (e2e/run.sh sets it) so that make and
+// CI drive the suite without Ginkgo-specific flags.
 type config struct {
-	enabled    bool
-	kubeconfig string
-	cluster    string // kind cluster name
-	artifacts  string
-	proxy      string // "envoy" or "builtin"
-	keep       bool   // keep the legs' namespaces after the run (KEEP_CLUSTER=1)
-	start      time.Time
+	enabled     bool
+	kubeconfig  string
+	cluster     string // kind cluster name
+	artifacts   string
+	proxy       string // manifests.ProxyEnvoy or manifests.ProxyBuiltin
+	proxyChoice string // why that proxy, for the report
+	envoyImage  string
+	kindVersion string
+	envoyVer    string
+	keep        bool // keep the legs' namespace after the run (KEEP_CLUSTER=1)
+	start       time.Time
 }
 
 func loadConfig() config {
 	repo, _ := filepath.Abs("..")
 	c := config{
-		enabled:    os.Getenv("SVCLB_E2E") == "1",
-		kubeconfig: getenv("SVCLB_KUBECONFIG", filepath.Join(repo, "_output", "kubeconfig")),
-		cluster:    getenv("SVCLB_CLUSTER", "svclb"),
-		artifacts:  getenv("SVCLB_ARTIFACTS", filepath.Join(repo, "_artifacts")),
-		proxy:      getenv("SVCLB_PROXY", "builtin"),
-		keep:       os.Getenv("KEEP_CLUSTER") == "1",
-		start:      time.Now(),
+		enabled:     os.Getenv("SVCLB_E2E") == "1",
+		kubeconfig:  getenv("SVCLB_KUBECONFIG", filepath.Join(repo, "_output", "kubeconfig")),
+		cluster:     getenv("SVCLB_CLUSTER", "svclb"),
+		artifacts:   getenv("SVCLB_ARTIFACTS", filepath.Join(repo, "_artifacts")),
+		proxy:       getenv("SVCLB_PROXY", manifests.ProxyBuiltin),
+		proxyChoice: os.Getenv("SVCLB_PROXY_CHOICE"),
+		envoyImage:  os.Getenv("SVCLB_ENVOY_IMAGE"),
+		kindVersion: getenv("SVCLB_KIND_VERSION", "unknown"),
+		envoyVer:    getenv("SVCLB_ENVOY_VERSION", "unknown"),
+		keep:        os.Getenv("KEEP_CLUSTER") == "1",
+		start:       time.Now(),
 	}
 	// make passes the time it started so progress lines count from there.
 	if s, err := strconv.ParseInt(os.Getenv("SVCLB_E2E_START"), 10, 64); err == nil && s > 0 {
@@ -64,13 +81,22 @@ var (
 
 // state is what the setup env funcs leave for the legs.
 type state struct {
-	cluster  *kube.Cluster
+	cluster  *cluster.Cluster
 	evidence evidence.Dir
-	nodes    []evidence.Node
 	// legsNS is the namespace of the legs' workloads.
 	legsNS string
 	// clients holds one ready meshed client pod per node.
 	clients []corev1.Pod
+}
+
+// clientOn is the meshed client on node (nil when there is none).
+func (s *state) clientOn(node string) *corev1.Pod {
+	for i := range s.clients {
+		if s.clients[i].Spec.NodeName == node {
+			return &s.clients[i]
+		}
+	}
+	return nil
 }
 
 // progress prints one line with the elapsed time since make started: long
@@ -87,7 +113,7 @@ func TestMain(m *testing.M) {
 	suite = &state{evidence: evidence.Dir(cfg.artifacts), legsNS: "svclb-e2e"}
 	testEnv = env.NewWithKubeConfig(cfg.kubeconfig)
 	testEnv.Setup(setupFuncs()...)
-	testEnv.Finish(finishFuncs()...)
+	testEnv.Finish(step("finish: cleanup", cleanup))
 	os.Exit(testEnv.Run(m))
 }
 
@@ -100,10 +126,137 @@ func TestE2E(t *testing.T) {
 }
 
 var _ = ReportAfterEach(func(ctx SpecContext, r SpecReport) {
-	if !r.Failed() {
+	if r.Failed() {
+		dumpDiagnostics(ctx, "spec failed", r.FullText())
+	}
+})
+
+// dumpDiagnostics writes the framework's diagnostics into
+// failures/<what>/ of the artifacts.
+func dumpDiagnostics(ctx context.Context, why, what string) {
+	if suite == nil || suite.cluster == nil {
 		return
 	}
-	dir := filepath.Join(cfg.artifacts, "failures", sanitize(r.FullText()))
-	progress("spec failed: dumping diagnostics to %s", dir)
-	dumpDiagnostics(ctx, dir)
-})
+	dir := filepath.Join(cfg.artifacts, "failures", sanitize(what))
+	progress("%s: dumping diagnostics to %s", why, dir)
+	if err := diagnostics.Dump(ctx, suite.cluster, dir, contract.Namespace, suite.legsNS); err != nil {
+		progress("dump: %v", err)
+	}
+}
+
+// setupFuncs is the suite's setup, composed from the framework's env funcs.
+func setupFuncs() []env.Func {
+	g := guard.Defaults()
+	g.ImagePullPolicy = corev1.PullNever // kind-loaded, never pulled
+	return []env.Func{
+		step("setup: connect", cluster.Connect(cfg.cluster)),
+		step("setup: record environment", recordEnv),
+		step("setup: deploy guard", guard.Deploy(g)),
+		step("setup: deploy node DaemonSet", deployNode),
+		step("setup: legs namespace", cluster.CreateNamespace(suite.legsNS)),
+		step("setup: meshed clients", meshedClients),
+	}
+}
+
+// step wraps an env func with progress, timing and, on failure, a dump. It
+// keeps the Cluster cluster.Connect stored in the context for the legs.
+func step(name string, f env.Func) env.Func {
+	return func(ctx context.Context, c *envconf.Config) (context.Context, error) {
+		progress("%s", name)
+		t0 := time.Now()
+		ctx, err := f(ctx, c)
+		d := time.Since(t0)
+		if cl, cerr := cluster.From(ctx); cerr == nil {
+			suite.cluster = cl
+		}
+		_ = suite.evidence.AddPhase(name, d)
+		if err != nil {
+			err = fmt.Errorf("%s: %w", name, err)
+			progress("%s FAILED after %s: %v", name, d.Round(100*time.Millisecond), err)
+			_ = suite.evidence.WriteFailure(err.Error())
+			dumpDiagnostics(ctx, name+" failed", name)
+			return ctx, err
+		}
+		progress("%s done in %s", name, d.Round(100*time.Millisecond))
+		return ctx, nil
+	}
+}
+
+var modeRe = regexp.MustCompile(`(?m)^mode:\s*"?([a-z]*)"?`)
+
+// recordEnv writes env.json and refuses a kube-proxy not in nftables mode:
+// the guard cuts nftables objects only.
+func recordEnv(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+	cs := suite.cluster.CS
+	e := &evidence.Env{
+		Proxy:        cfg.proxy,
+		ProxyChoice:  cfg.proxyChoice,
+		KindVersion:  cfg.kindVersion,
+		EnvoyVersion: "n/a (built-in proxy)",
+		Started:      cfg.start,
+	}
+	if cfg.proxy == manifests.ProxyEnvoy {
+		e.EnvoyVersion = cfg.envoyVer
+	}
+	for _, n := range suite.cluster.Nodes {
+		e.Nodes = append(e.Nodes, evidence.Node{Name: n.Name, Zone: n.Zone, IP: n.InternalIP})
+	}
+	v, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		return ctx, fmt.Errorf("server version: %w", err)
+	}
+	e.KubernetesVersion = v.GitVersion
+	if cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{}); err == nil {
+		if m := modeRe.FindStringSubmatch(cm.Data["config.conf"]); m != nil {
+			e.KubeProxyMode = m[1]
+		}
+	}
+	if e.KubeProxyMode != "nftables" {
+		return ctx, fmt.Errorf("kube-proxy mode is %q: the legs need nftables mode (kindconfig sets it)", e.KubeProxyMode)
+	}
+	progress("cluster %s: Kubernetes %s, %d nodes, kube-proxy %s, proxy %s", cfg.cluster, e.KubernetesVersion, len(e.Nodes), e.KubeProxyMode, e.Proxy)
+	return ctx, suite.evidence.WriteEnv(e)
+}
+
+// deployNode deploys the node DaemonSet and shows what each agent reports.
+func deployNode(ctx context.Context, c *envconf.Config) (context.Context, error) {
+	ctx, err := agent.Deploy(agent.Options{Proxy: cfg.proxy, EnvoyImage: cfg.envoyImage})(ctx, c)
+	if err != nil {
+		return ctx, err
+	}
+	sts, err := agent.Statuses(ctx, suite.cluster)
+	for node, s := range sts {
+		progress("agent on %s: phase1=%v phase2=%v cds=%s snapshot %d", node, s.Phase1, s.Phase2, s.CDS, s.SnapshotVersion)
+	}
+	return ctx, err
+}
+
+// meshedClients starts one meshed client per node; most legs dial from all.
+func meshedClients(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+	for _, n := range suite.cluster.Nodes {
+		p, err := workload.MeshedClient(suite.legsNS, "client-"+n.Name, n.Name, "client")
+		if err != nil {
+			return ctx, err
+		}
+		if err := suite.cluster.Create(ctx, p); err != nil {
+			return ctx, err
+		}
+	}
+	pods, err := suite.cluster.WaitPodsReady(ctx, suite.legsNS, workload.RoleLabel+"=client", len(suite.cluster.Nodes), 3*time.Minute)
+	if err != nil {
+		return ctx, err
+	}
+	suite.clients = pods
+	return ctx, nil
+}
+
+// cleanup deletes the legs' namespace unless KEEP_CLUSTER=1. The agent's
+// flags stay as the last leg left them (on), as a user of the cluster would
+// expect after a run.
+func cleanup(ctx context.Context, c *envconf.Config) (context.Context, error) {
+	if cfg.keep {
+		progress("cleanup: KEEP_CLUSTER=1: leaving namespace %s and the infrastructure in place", suite.legsNS)
+		return ctx, nil
+	}
+	return cluster.DeleteNamespace(suite.legsNS)(ctx, c)
+}

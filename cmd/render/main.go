@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aether-mesh/svclb/fixtures/manifests"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 func main() {
@@ -50,18 +51,18 @@ func main() {
 
 func node(args []string) ([]client.Object, error) {
 	fs := flag.NewFlagSet("node", flag.ExitOnError)
-	proxy := fs.String("proxy", "builtin", "node proxy: builtin or envoy")
+	proxy := fs.String("proxy", manifests.ProxyBuiltin, "node proxy: "+manifests.ProxyBuiltin+" or "+manifests.ProxyEnvoy)
 	envoyImage := fs.String("envoy-image", "", "Envoy image (with -proxy envoy)")
 	bootstrap := fs.String("envoy-bootstrap", "", "Envoy bootstrap file (with -proxy envoy)")
 	var o manifests.NodeOptions
-	fs.BoolVar(&o.Phase1, "phase1", false, "initial phase1 in ConfigMap svclb-agent")
-	fs.BoolVar(&o.Phase2, "phase2", false, "initial phase2 in ConfigMap svclb-agent")
+	fs.BoolVar(&o.Phase1, contract.KeyPhase1, false, "initial "+contract.KeyPhase1+" in ConfigMap "+contract.AgentConfigMap)
+	fs.BoolVar(&o.Phase2, contract.KeyPhase2, false, "initial "+contract.KeyPhase2+" in ConfigMap "+contract.AgentConfigMap)
 	fs.StringVar(&o.Images.Agent, "agent-image", "", "agent image (default svclb/agent:dev)")
 	fs.StringVar(&o.Images.NodeProxy, "nodeproxy-image", "", "built-in proxy image (default svclb/nodeproxy:dev)")
 	fs.Parse(args)
 	switch *proxy {
-	case "builtin":
-	case "envoy":
+	case manifests.ProxyBuiltin:
+	case manifests.ProxyEnvoy:
 		if *envoyImage == "" || *bootstrap == "" {
 			return nil, errors.New("-proxy envoy needs -envoy-image and -envoy-bootstrap")
 		}

@@ -1,0 +1,26 @@
+package e2e
+
+import (
+	"context"
+	"time"
+
+	"github.com/aether-mesh/svclb/e2e/internal/measure"
+	"github.com/aether-mesh/svclb/fixtures/agent"
+	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/workload"
+)
+
+// refuse-no-endpoints: a Service without endpoints is refused by the proxy
+// and counted with the Service's name.
+var _ = defineLeg(refuseLeg("refuse-no-endpoints", agent.ReasonNoEndpoints,
+	"ClusterIP Service whose selector matches no pod, kube-proxy objects deleted on every node",
+	func(ctx context.Context) (measure.Target, error) {
+		svc := workload.Service(suite.legsNS, "noep", workload.ServiceOptions{Selector: map[string]string{workload.AppLabel: "nothing-matches-this"}, Cut: true})
+		if err := suite.cluster.Create(ctx, svc); err != nil {
+			return measure.Target{}, err
+		}
+		if _, err := guard.WaitCut(ctx, suite.cluster, svc, time.Minute); err != nil {
+			return measure.Target{}, err
+		}
+		return measure.Target{To: workload.Addr(svc, 80), Namespace: svc.Namespace, Service: svc.Name}, nil
+	}))

@@ -1,0 +1,21 @@
+package e2e
+
+import (
+	"context"
+
+	"github.com/aether-mesh/svclb/e2e/internal/measure"
+	"github.com/aether-mesh/svclb/fixtures/agent"
+	"github.com/aether-mesh/svclb/fixtures/workload"
+)
+
+// refuse-port-not-declared: a port the Service does not declare is refused
+// and counted with the Service's name.
+var _ = defineLeg(refuseLeg("refuse-port-not-declared", agent.ReasonPortNotDeclared,
+	"ClusterIP Service with a backend on port 80, dialled on port 81 it does not declare",
+	func(ctx context.Context) (measure.Target, error) {
+		svc, err := workload.DeployEcho(ctx, suite.cluster, suite.legsNS, "pnd", workload.Backends{Replicas: 1}, workload.ServiceOptions{Cut: true})
+		if err != nil {
+			return measure.Target{}, err
+		}
+		return measure.Target{To: workload.Addr(svc, 81), Namespace: svc.Namespace, Service: svc.Name}, nil
+	}))
