@@ -147,11 +147,7 @@ func BenchmarkGuard100Services(b *testing.B) {
 // of its own, from the restoring transaction's notification to the guard's
 // deleting one.
 func BenchmarkRedeletionLatency(b *testing.B) {
-	ns := netnstest.New(b)
-	load(b, ns, "kube-proxy-v1.34.nft")
-	c := conn(b, ns)
-	startGuard(b, ns, time.Hour, chosen134...)
-	waitClean(b, c, chosen134)
+	ns, _, _ := guardedV134(b, time.Hour)
 
 	type ev struct {
 		at       time.Time

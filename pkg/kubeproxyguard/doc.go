@@ -4,7 +4,8 @@
 // # Choosing
 //
 // A Service is chosen by the label svclb.dev/kube-proxy=deleted (Label,
-// LabelValue); WatchServices feeds the chosen set to a Guard with client-go.
+// LabelValue: contract.KubeProxyLabel, contract.KubeProxyCut);
+// WatchServices feeds the chosen set to a Guard with client-go.
 // All ports of a chosen Service are guarded. A Service that loses the label
 // is no longer guarded; its objects stay deleted until kube-proxy's next
 // full sync restores them. To force one, restart the node's kube-proxy pod
@@ -33,10 +34,14 @@
 // Both the v1.34 layout (endpoint- chains) and the v1.37 layout (one
 // numgen dnat map per service- chain) are handled: they share these names.
 //
-// A pass cuts a Service in one transaction (map elements, then flushing
-// its chains, then deleting its affinity sets) and deletes the chains in a
-// later transaction, at least ChainDeleteDelay (1 s) later, as kube-proxy
-// does: kernels before 6.2 release a deleted element's reference late.
+// A pass (Reconcile) reads the table, cuts each Service on kube-proxy's
+// path in one transaction (map elements, then flushing its chains, then
+// deleting its affinity sets) and deletes the chains of Services cut at
+// least ChainDeleteDelay (1 s) earlier in a second transaction, as
+// kube-proxy does: kernels before 6.2 release a deleted element's reference
+// late. Transactions carry at most 64 operations (several Services each, a
+// Service never split): the kernel acknowledges every one. DeleteNow runs
+// passes until the chosen Services are gone.
 //
 // # Keeping them deleted
 //
@@ -50,15 +55,16 @@
 // # Status
 //
 // Guard.Handler serves /metrics (Prometheus, prefix svclb_guard_), /healthz
-// and /status, the JSON form of Status (the DaemonSet listens on :9751 in
-// the host network; read it through the apiserver's pod proxy:
+// and /status, the JSON form of Status (the DaemonSet listens on
+// contract.GuardPort in the host network; read it through the apiserver's
+// pod proxy:
 // /api/v1/namespaces/svclb-system/pods/<pod>:9751/proxy/status):
 //
 //	{
 //	  "node": "kind-worker",
 //	  "table": "ip kube-proxy",
 //	  "tablePresent": true,
-//	  "monitor": {"subscribed": true, "resubscriptions": 0, "lastError": ""},
+//	  "monitor": {"subscribed": true, "resubscriptions": 0},  // "lastError" once one happened
 //	  "passes": 42,
 //	  "lastPass": "2026-11-29T16:00:00Z",
 //	  "lastPassError": "",                  // omitted when empty
@@ -75,7 +81,7 @@
 //	    "redeletions": 2,                   // cuts after kube-proxy restored it
 //	    "lastRedeletion": "2026-11-29T16:00:00Z",  // omitted before the first
 //	    "lastRedeletionLatencySeconds": 0.0021,    // restore observed -> cut committed
-//	    "errors": 0, "lastError": ""
+//	    "errors": 0                         // "lastError" once one happened
 //	  }]
 //	}
 //
@@ -84,4 +90,22 @@
 // The re-deletion latency runs from the guard observing the restore (the
 // nft event's arrival, or the start of the periodic pass that found it) to
 // the commit of the transaction that cut it again.
+//
+// # Files
+//
+// One job each:
+//
+//	guard.go     Guard, Options, New; the chosen set (SetServices)
+//	run.go       Run (passes on nft events, every Resync, when chains are due); DeleteNow
+//	pass.go      Reconcile: one pass as read, cut, delete, record
+//	table.go     read: kube-proxy's table grouped by Service (readTable)
+//	element.go   read: which Service a verdict-map element belongs to; nft's notation
+//	names.go     read: kube-proxy's chain, set and comment names taken apart
+//	cut.go       cut and delete: the two transactions, grouped up to maxOps operations
+//	record.go    record: per-Service state, metrics, re-deletion latency
+//	status.go    Status and Handler (/status, /metrics, /healthz)
+//	metrics.go   the Prometheus metrics
+//	monitor.go   the nft event subscription that triggers passes
+//	services.go  WatchServices: the labelled Services, from the apiserver
+//	list.go      List: the read-only listing behind `svclb-guard list`
 package kubeproxyguard

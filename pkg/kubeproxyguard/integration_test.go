@@ -92,6 +92,7 @@ func TestGuardWithAPIServer(t *testing.T) {
 	if _, ok := waitFor(10*time.Second, func() bool { return len(g.Status().Services) == 1 }); !ok {
 		t.Fatalf("label removal not seen: %+v", g.Status().Services)
 	}
+	settle(t, g)
 	load(t, ns, "kube-proxy-v1.34-restore.nft")
 	expectPresent("after the restore", demo, empty, otherDemo)
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,7 +20,12 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	. "github.com/onsi/gomega"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/aether-mesh/svclb/internal/golden"
 	"github.com/aether-mesh/svclb/internal/netnstest"
@@ -164,6 +170,28 @@ func startGuard(t testing.TB, ns *netnstest.NS, resync time.Duration, svcs ...ty
 	return g
 }
 
+// settle returns once no pass that began before it is still running: a
+// pass in flight may still hold the chosen set SetServices just replaced
+// (Reconcile waits for it, then runs a pass of its own).
+func settle(t testing.TB, g *Guard) {
+	t.Helper()
+	if _, err := g.Reconcile(); err != nil {
+		t.Fatalf("pass: %v", err)
+	}
+}
+
+// guardedV134 loads kube-proxy-v1.34.nft into a fresh namespace, runs a
+// Guard of chosen134 there and waits until they are deleted.
+func guardedV134(t testing.TB, resync time.Duration) (*netnstest.NS, *nftables.Conn, *Guard) {
+	t.Helper()
+	ns := netnstest.New(t)
+	load(t, ns, "kube-proxy-v1.34.nft")
+	c := conn(t, ns)
+	g := startGuard(t, ns, resync, chosen134...)
+	waitClean(t, c, chosen134)
+	return ns, c, g
+}
+
 // onPath reads the kernel's table (not the guard's status) and returns the
 // Services of svcs that still have an element, a rule or an affinity set.
 func onPath(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName) []types.NamespacedName {
@@ -197,18 +225,13 @@ func inTable(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName, match 
 	return r
 }
 
-// waitFor polls cond every 2ms until it holds or d passes.
+// waitFor polls cond every 2ms until it holds or d passes, and returns how
+// long that took.
 func waitFor(d time.Duration, cond func() bool) (time.Duration, bool) {
 	start := time.Now()
-	for {
-		if cond() {
-			return time.Since(start), true
-		}
-		if time.Since(start) > d {
-			return time.Since(start), false
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	err := wait.PollUntilContextTimeout(context.Background(), 2*time.Millisecond, d, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	return time.Since(start), err == nil
 }
 
 func conn(t testing.TB, ns *netnstest.NS) *nftables.Conn {
@@ -236,6 +259,20 @@ func waitClean(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName) {
 	if _, ok := waitFor(5*time.Second, func() bool { return len(present(t, c, svcs)) == 0 }); !ok {
 		t.Fatalf("Services still in the table after 5s: %v", present(t, c, svcs))
 	}
+}
+
+// waitStatusClean waits until the guard reports every Service clean; the
+// assertions that follow say what is wrong when it does not.
+func waitStatusClean(t testing.TB, g *Guard) {
+	t.Helper()
+	waitFor(2*time.Second, func() bool {
+		for _, s := range g.Status().Services {
+			if s.State != StateClean {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func TestGuardV134(t *testing.T) {
@@ -270,6 +307,9 @@ func TestGuardV134(t *testing.T) {
 			t.Fatalf("restore %d: ruleset after re-deletion differs from the first:\n%s", i, lineDiff(after, got))
 		}
 	}
+	// The kernel is clean when the chain deletion commits; the status
+	// follows when the same pass records it.
+	waitStatusClean(t, g)
 	st := g.Status()
 	if len(st.Services) != len(chosen134) {
 		t.Fatalf("status has %d Services", len(st.Services))
@@ -317,11 +357,7 @@ func TestGuardV137(t *testing.T) {
 // re-referenced is EBUSY); when the writer stops, the guard must converge
 // to the same ruleset as without the race.
 func TestGuardConcurrentWriter(t *testing.T) {
-	ns := netnstest.New(t)
-	load(t, ns, "kube-proxy-v1.34.nft")
-	c := conn(t, ns)
-	g := startGuard(t, ns, time.Hour, chosen134...)
-	waitClean(t, c, chosen134)
+	ns, c, g := guardedV134(t, time.Hour)
 	want := listTable(t, ns)
 
 	var wg sync.WaitGroup
@@ -364,12 +400,12 @@ func TestGuardConcurrentWriter(t *testing.T) {
 // The monitor's channel closes (as on ENOBUFS): the guard subscribes again
 // and still re-deletes within 1 s without waiting for the periodic pass.
 func TestGuardMonitorClosed(t *testing.T) {
-	ns := netnstest.New(t)
-	load(t, ns, "kube-proxy-v1.34.nft")
-	c := conn(t, ns)
-	g := startGuard(t, ns, time.Hour, chosen134...)
-	waitClean(t, c, chosen134)
+	ns, c, g := guardedV134(t, time.Hour)
 	for i := 1; i <= 3; i++ {
+		// Closing before the first subscription would close nothing.
+		if _, ok := waitFor(2*time.Second, func() bool { return g.Status().Monitor.Subscribed }); !ok {
+			t.Fatalf("monitor not subscribed: %+v", g.Status().Monitor)
+		}
 		g.closeMonitor()
 		if _, ok := waitFor(2*time.Second, func() bool {
 			m := g.Status().Monitor
@@ -434,20 +470,22 @@ func TestGuardRestartObjectsGone(t *testing.T) {
 // A Service whose label is removed mid-run is no longer guarded: kube-proxy's
 // restore of it stays; the other Services are still re-deleted.
 func TestGuardLabelRemoved(t *testing.T) {
-	ns := netnstest.New(t)
-	load(t, ns, "kube-proxy-v1.34.nft")
-	c := conn(t, ns)
-	g := startGuard(t, ns, 200*time.Millisecond, chosen134...)
-	waitClean(t, c, chosen134)
+	ns, c, g := guardedV134(t, 200*time.Millisecond)
 
 	demo := svc("default/demo")
 	rest := slices.DeleteFunc(slices.Clone(chosen134), func(s types.NamespacedName) bool { return s == demo })
 	g.SetServices(rest)
+	settle(t, g)
 	load(t, ns, "kube-proxy-v1.34-restore.nft")
 	expectCut(t, c, rest, "restore after the label went")
-	time.Sleep(ChainDeleteDelay + 500*time.Millisecond) // several periodic passes
-	if got := onPath(t, c, []types.NamespacedName{demo}); len(got) != 1 {
-		t.Fatalf("unguarded default/demo was deleted again")
+	// Through several periodic passes, and past ChainDeleteDelay.
+	passes := g.Status().Passes
+	NewWithT(t).Consistently(func() []types.NamespacedName {
+		return onPath(t, c, []types.NamespacedName{demo})
+	}).WithTimeout(ChainDeleteDelay+500*time.Millisecond).WithPolling(10*time.Millisecond).
+		Should(HaveLen(1), "unguarded default/demo was deleted again")
+	if _, ok := waitFor(5*time.Second, func() bool { return g.Status().Passes >= passes+2 }); !ok {
+		t.Fatalf("no periodic pass ran: %d passes", g.Status().Passes)
 	}
 	out := listTable(t, ns)
 	for _, l := range []string{
@@ -488,15 +526,47 @@ func checkHandler(t *testing.T, g *Guard) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, m := range []string{
-		`svclb_guard_redeletions_total{namespace="default",service="demo"} 5`,
-		`svclb_guard_service_on_path{namespace="default",service="sticky"} 0`,
-		"svclb_guard_redeletion_latency_seconds_count 25",
-		"svclb_guard_guarded_services 5",
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
+	}
+	demo := map[string]string{"namespace": "default", "service": "demo"}
+	sticky := map[string]string{"namespace": "default", "service": "sticky"}
+	for _, m := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"svclb_guard_redeletions_total", demo, 5},
+		{"svclb_guard_service_on_path", sticky, 0},
+		{"svclb_guard_redeletion_latency_seconds", nil, 25}, // sample count
+		{"svclb_guard_guarded_services", nil, 5},
 	} {
-		if !strings.Contains(string(body), m) {
-			t.Errorf("/metrics lacks %q", m)
+		if got, ok := sample(mfs, m.name, m.labels); !ok || got != m.want {
+			t.Errorf("/metrics: %s%v = %v (present: %v), want %v", m.name, m.labels, got, ok, m.want)
 		}
 	}
+}
+
+// sample is the value of the series of name with exactly labels: a counter's
+// or gauge's value, a histogram's sample count.
+func sample(mfs map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
+	for _, m := range mfs[name].GetMetric() {
+		got := map[string]string{}
+		for _, l := range m.GetLabel() {
+			got[l.GetName()] = l.GetValue()
+		}
+		if !maps.Equal(got, labels) {
+			continue
+		}
+		switch {
+		case m.Histogram != nil:
+			return float64(m.GetHistogram().GetSampleCount()), true
+		case m.Counter != nil:
+			return m.GetCounter().GetValue(), true
+		}
+		return m.GetGauge().GetValue(), true
+	}
+	return 0, false
 }

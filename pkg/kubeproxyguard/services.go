@@ -3,7 +3,6 @@ package kubeproxyguard
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,6 +69,6 @@ func names(svcs []*corev1.Service) []types.NamespacedName {
 	for _, s := range svcs {
 		r = append(r, types.NamespacedName{Namespace: s.Namespace, Name: s.Name})
 	}
-	sort.Slice(r, func(i, j int) bool { return r[i].String() < r[j].String() })
+	sortNames(r)
 	return r
 }

@@ -1,15 +1,12 @@
 package kubeproxyguard
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
-	"strings"
+	"sort"
 
 	"github.com/google/nftables"
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -100,6 +97,17 @@ type table struct {
 
 var errNoTable = errors.New("table ip " + TableName + " not found")
 
+// read reads the table for a pass (see readTable); errNoTable is returned
+// as is: no table is nothing to guard, not a failure.
+func (g *Guard) read(want map[types.NamespacedName]bool) (*table, error) {
+	tb, err := readTable(g.conn, want)
+	if err != nil && !errors.Is(err, errNoTable) {
+		g.metrics.errors.WithLabelValues("read").Inc()
+		return nil, fmt.Errorf("read table ip %s: %w", TableName, err)
+	}
+	return tb, err
+}
+
 // readTable reads what the table holds for the Services in want (all
 // Services when want is nil). It dumps the rules only of the chains of
 // wanted Services.
@@ -181,98 +189,21 @@ func readTable(c *nftables.Conn, want map[types.NamespacedName]bool) (*table, er
 	return tb, nil
 }
 
-// elementOwner names the Service an element of one of elementMaps belongs
-// to: by the chain its verdict jumps to (service-ips, firewall-ips,
-// service-nodeports: "goto service-<hash>-ns/name/…"), or by kube-proxy's
-// comment (no-endpoint-*: the verdict is only "goto reject-chain" or "drop",
-// so the comment "ns/name:port" is what names the Service port).
-func elementOwner(mapName string, e nftables.SetElement) (types.NamespacedName, string, bool) {
-	verdict := decodeVerdict(e.Val)
-	desc := mapName + ": " + formatKey(e.Key)
-	if e.Comment != "" {
-		desc += fmt.Sprintf(" comment %q", e.Comment)
-	}
-	desc += " : " + verdict.String()
-	if verdict.Chain != "" {
-		if n, ok := parseChainName(verdict.Chain); ok {
-			return n.Service, desc, true
+// needingCut lists, sorted, the Services still (or again) on kube-proxy's
+// path.
+func (tb *table) needingCut() []types.NamespacedName {
+	var r []types.NamespacedName
+	for svc, o := range tb.services {
+		if o.needsCut() {
+			r = append(r, svc)
 		}
 	}
-	if strings.HasPrefix(mapName, "no-endpoint-") && e.Comment != "" {
-		if svc, ok := parseComment(e.Comment); ok {
-			return svc, desc, true
-		}
-	}
-	return types.NamespacedName{}, "", false
+	sortNames(r)
+	return r
 }
 
-type verdict struct {
-	Code  int32
-	Chain string
-}
-
-func (v verdict) String() string {
-	switch v.Code {
-	case -4: // NFT_GOTO
-		return "goto " + v.Chain
-	case -3: // NFT_JUMP
-		return "jump " + v.Chain
-	case 0:
-		return "drop"
-	case 1:
-		return "accept"
-	case -1:
-		return "continue"
-	case -5:
-		return "return"
-	}
-	return fmt.Sprintf("verdict(%d)", v.Code)
-}
-
-// decodeVerdict reads a verdict-map value. google/nftables v0.3.0 returns it
-// as the raw nested NFTA_DATA_VERDICT attributes (code, chain).
-func decodeVerdict(b []byte) verdict {
-	var v verdict
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return verdict{Code: -100}
-	}
-	ad.ByteOrder = binary.BigEndian
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.NFTA_VERDICT_CODE:
-			v.Code = int32(ad.Uint32())
-		case unix.NFTA_VERDICT_CHAIN:
-			v.Chain = ad.String()
-		}
-	}
-	if ad.Err() != nil {
-		return verdict{Code: -100}
-	}
-	return v
-}
-
-// formatKey prints the keys of kube-proxy's maps as nft does:
-// "ipv4_addr . inet_proto . inet_service" (3 fields, each padded to 4 bytes)
-// or "inet_proto . inet_service".
-func formatKey(k []byte) string {
-	proto := func(b byte) string {
-		switch b {
-		case unix.IPPROTO_TCP:
-			return "tcp"
-		case unix.IPPROTO_UDP:
-			return "udp"
-		case unix.IPPROTO_SCTP:
-			return "sctp"
-		}
-		return fmt.Sprint(b)
-	}
-	switch len(k) {
-	case 12:
-		ip := netip.AddrFrom4([4]byte(k[0:4]))
-		return fmt.Sprintf("%s . %s . %d", ip, proto(k[4]), binary.BigEndian.Uint16(k[8:10]))
-	case 8:
-		return fmt.Sprintf("%s . %d", proto(k[0]), binary.BigEndian.Uint16(k[4:6]))
-	}
-	return fmt.Sprintf("%x", k)
+// sortNames sorts by namespace/name, the order of transactions, logs and
+// listings.
+func sortNames(s []types.NamespacedName) {
+	sort.Slice(s, func(i, j int) bool { return s[i].String() < s[j].String() })
 }

@@ -26,10 +26,10 @@ import (
 // DefaultListen is the DaemonSet's status address (host network).
 var DefaultListen = fmt.Sprintf(":%d", contract.GuardPort)
 
-const usage = `usage: svclb-guard <command> [flags]
+var usage = `usage: svclb-guard <command> [flags]
 
 commands:
-  run     guard the Services labelled svclb.dev/kube-proxy=deleted (DaemonSet mode; node name from NODE_NAME)
+  run     guard the Services labelled ` + kubeproxyguard.Selector.String() + ` (DaemonSet mode; node name from NODE_NAME)
   list    print the Services that have objects in table ip kube-proxy
   delete  NS/NAME...  delete their kube-proxy objects once
   watch   NS/NAME...  keep deleting them until interrupted (no apiserver)
