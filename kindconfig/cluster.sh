@@ -4,9 +4,17 @@
 #                     (online: published kindest/node; offline: svclb/kind-node,
 #                     built by $BUILD_NODE_IMAGE) and create it
 #   cluster.sh mode   print online or offline (KIND_NODE_MODE forces it)
-#   cluster.sh down   delete the cluster, its kubeconfig and an unused kind network
+#   cluster.sh down   delete the cluster, its kubeconfig, $STATE and an unused kind network
 # Environment: KIND (kind binary), CLUSTER, CONFIG, KUBECONFIG_OUT, KIND_NODE_MODE,
-# NODE_IMAGE_ONLINE, NODE_IMAGE_OFFLINE, BUILD_NODE_IMAGE, PULL_TIMEOUT.
+# NODE_IMAGE_ONLINE, NODE_IMAGE_OFFLINE, BUILD_NODE_IMAGE, PULL_TIMEOUT, STATE.
+#
+# This is the one implementation of the cluster's lifecycle: e2e/run.sh calls it
+# through `make cluster` / `make cluster-down` and learns what `up` did from
+# $STATE (when set), rewritten by every `up`, one key=value a line, each written
+# as soon as it is known (so a failed `up` still says whether it created):
+#   cluster=reused|created     created: this run made it (written before kind create)
+#   mode=online|offline        the node image path (not written when reused)
+#   node_image_seconds=12.3    building or checking the offline node image (0 online)
 set -euo pipefail
 : "${KIND:?}" "${CLUSTER:?}" "${CONFIG:?}" "${KUBECONFIG_OUT:?}"
 : "${NODE_IMAGE_ONLINE:?}" "${NODE_IMAGE_OFFLINE:?}"
@@ -14,6 +22,9 @@ PULL_TIMEOUT=${PULL_TIMEOUT:-15}
 T0=$(date +%s)
 step() { printf '[cluster %4ss] %s\n' "$(($(date +%s) - T0))" "$*"; }
 die() { echo "cluster: $*" >&2; exit 1; }
+# since START: seconds since START (a `date +%s.%N`), one decimal.
+since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
+state() { if [ -n "${STATE:-}" ]; then printf '%s=%s\n' "$1" "$2" >>"$STATE"; fi; }
 
 exists() { "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; }
 
@@ -48,9 +59,11 @@ summary() {
 }
 
 up() {
-  docker info >/dev/null 2>&1 || die "no docker engine (on these VMs: bash /work/shared/env/start-dockerd.sh)"
+  docker info >/dev/null 2>&1 || die "no Docker engine: start a Docker engine (README.md, \"What you need\")"
   mkdir -p "$(dirname "$KUBECONFIG_OUT")"
+  if [ -n "${STATE:-}" ]; then mkdir -p "$(dirname "$STATE")" && : >"$STATE"; fi
   if exists; then
+    state cluster reused
     step "reusing kind cluster '$CLUSTER'"
     local n
     for n in $("$KIND" get nodes --name "$CLUSTER"); do
@@ -64,20 +77,25 @@ up() {
     summary
     return
   fi
-  local m image
+  local m image s
   step "choosing the node image (KIND_NODE_MODE=${KIND_NODE_MODE:-auto}; one pull attempt of $NODE_IMAGE_ONLINE, ${PULL_TIMEOUT}s)"
   m=$(mode)
+  state mode "$m"
   if [ "$m" = online ]; then
     image=$NODE_IMAGE_ONLINE
     step "ONLINE path: $image (CNI kindnetd)"
+    state node_image_seconds 0
   else
     image=$NODE_IMAGE_OFFLINE
     step "OFFLINE path: $image (CNI flannel host-gw), building it if needed"
+    s=$(date +%s.%N)
     if [ -n "${BUILD_NODE_IMAGE:-}" ]; then
       bash -c "$BUILD_NODE_IMAGE"
     fi
     docker image inspect "$image" >/dev/null 2>&1 || die "node image $image is missing (make node-image)"
+    state node_image_seconds "$(since "$s")"
   fi
+  state cluster created
   step "kind create cluster --name $CLUSTER --image $image --config $CONFIG"
   "$KIND" create cluster --name "$CLUSTER" --image "$image" --config "$CONFIG" \
     --kubeconfig "$KUBECONFIG_OUT" --wait 180s </dev/null
@@ -92,7 +110,7 @@ down() {
   else
     step "no kind cluster '$CLUSTER'"
   fi
-  rm -f "$KUBECONFIG_OUT"
+  rm -f "$KUBECONFIG_OUT" ${STATE:+"$STATE"}
   # kind shares the docker network "kind" between clusters: remove it only when unused.
   if docker network inspect kind >/dev/null 2>&1; then
     if [ "$(docker network inspect -f '{{len .Containers}}' kind)" = 0 ]; then

@@ -1,6 +1,6 @@
 // Package netnstest gives a test a throwaway network namespace.
 //
-//	ns := netnstest.New(t)          // skips the test when not root
+//	ns := netnstest.New(t)          // not root: skips under `make unit`, fails under `make test`
 //	err := ns.Do(func() error {      // runs on a locked OS thread inside ns
 //		...
 //	})

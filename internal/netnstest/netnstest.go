@@ -11,6 +11,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/aether-mesh/svclb/internal/testenv/prereq"
 )
 
 // NS is a network namespace owned by one test.
@@ -20,12 +22,11 @@ type NS struct {
 }
 
 // New creates a namespace, brings its loopback up, and deletes it when the
-// test ends. It skips the test when the process is not root.
+// test ends. Not root, it ends the test the prereq way: a skip under
+// `make unit`, a failure under `make test`.
 func New(t testing.TB) *NS {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a network namespace")
-	}
+	prereq.Root(t, "creates a network namespace")
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatalf("netnstest: random name: %v", err)
@@ -76,7 +77,7 @@ func create(name string) (netns.NsHandle, error) {
 			c <- result{err: fmt.Errorf("current namespace: %w", err)}
 			return
 		}
-		defer orig.Close()
+		defer func() { _ = orig.Close() }() // a handle of the namespace we return to: nothing to do on error
 		h, err := netns.NewNamed(name)
 		if err != nil {
 			_ = netns.Set(orig)
@@ -119,7 +120,7 @@ func (n *NS) Do(fn func() error) error {
 			errc <- fmt.Errorf("current namespace: %w", err)
 			return
 		}
-		defer orig.Close()
+		defer func() { _ = orig.Close() }() // a handle of the namespace we return to: nothing to do on error
 		if err := netns.Set(n.handle); err != nil {
 			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("enter %s: %w", n.name, err)

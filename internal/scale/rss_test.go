@@ -25,6 +25,7 @@ import (
 
 	"github.com/aether-mesh/svclb/internal/netnstest"
 	"github.com/aether-mesh/svclb/internal/testenv"
+	"github.com/aether-mesh/svclb/internal/testenv/prereq"
 )
 
 // TestRSS is the issue-5 figure: kube-proxy (nftables) vs the agent (and the built-in node proxy
@@ -35,18 +36,9 @@ func TestRSS(t *testing.T) {
 		t.Skip("set SVCLB_SCALE=1 (make scale) to compare the agent's RSS with kube-proxy's at 10k Services / 100k endpoints")
 	}
 	spec := Spec{Namespace: "scale", Services: envInt(t, "SVCLB_SCALE_SERVICES", 10000), Endpoints: envInt(t, "SVCLB_SCALE_ENDPOINTS", 10), Workers: 8}
-	binDir, err := testenv.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeProxy := filepath.Join(binDir, "kube-proxy")
-	if _, err := os.Stat(kubeProxy); err != nil {
-		t.Skipf("%s not found: run `make k8s-bins` to build it", kubeProxy)
-	}
+	kubeProxy := testenv.Binary(t, "kube-proxy")
 	for _, b := range []string{"nft", "nsenter"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skipf("needs %s: %v", b, err)
-		}
+		prereq.Command(t, b)
 	}
 	ns := netnstest.New(t) // kube-proxy programs this namespace's nftables, never the host's
 	dir := t.TempDir()

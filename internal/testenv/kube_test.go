@@ -26,7 +26,7 @@ func TestForward(t *testing.T) {
 			go func() {
 				defer c.Close()
 				line, _ := bufio.NewReader(c).ReadString('\n')
-				fmt.Fprintf(c, "echo %s", line)
+				_, _ = fmt.Fprintf(c, "echo %s", line) // a failed write fails the reader below
 			}()
 		}
 	}()
@@ -39,7 +39,9 @@ func TestForward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(c, "hi\n")
+	if _, err := fmt.Fprintf(c, "hi\n"); err != nil {
+		t.Fatal(err)
+	}
 	got, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil || got != "echo hi\n" {
 		t.Fatalf("through the forwarder: %q, %v", got, err)

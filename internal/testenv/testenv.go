@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/aether-mesh/svclb/internal/testenv/prereq"
 )
 
 // BinDirEnv names the directory holding kube-apiserver, etcd and kubectl.
@@ -41,7 +43,8 @@ type Options struct {
 const ServiceClusterIPRange = "10.96.0.0/16"
 
 // Start runs an apiserver + etcd for the test (stopped in t.Cleanup) and
-// returns an admin rest.Config for it. Without the binaries it skips the test.
+// returns an admin rest.Config for it. Without the binaries it ends the test
+// as Binary does.
 func Start(t testing.TB, o Options) *rest.Config {
 	t.Helper()
 	_, cfg := StartEnv(t, o)
@@ -54,14 +57,9 @@ func StartEnv(t testing.TB, o Options) (*envtest.Environment, *rest.Config) {
 	t.Helper()
 	// envtest logs through controller-runtime's logger; unset, it prints a stack trace saying so.
 	ctrllog.SetLogger(logr.Discard())
-	dir, err := BinDir()
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
+	dir := binDir(t)
 	for _, b := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			t.Skipf("testenv: %s not found in %s (%s): run `make k8s-test-bins` to build the Kubernetes test binaries", b, dir, BinDirEnv)
-		}
+		Binary(t, b)
 	}
 	noExisting := false
 	env := &envtest.Environment{
@@ -91,6 +89,27 @@ func StartEnv(t testing.TB, o Options) (*envtest.Environment, *rest.Config) {
 		}
 	})
 	return env, cfg
+}
+
+// Binary returns the path of a Kubernetes test binary (kube-apiserver, etcd,
+// kubectl, kube-proxy) in BinDir. Absent, it ends the test the prereq way: a
+// skip under `make unit`, a failure under `make test` (which builds them).
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(binDir(t), name)
+	if _, err := os.Stat(p); err != nil {
+		prereq.Missing(t, "testenv: %s not found in %s (%s): run `make k8s-test-bins` to build the Kubernetes test binaries", name, filepath.Dir(p), BinDirEnv)
+	}
+	return p
+}
+
+func binDir(t testing.TB) string {
+	t.Helper()
+	dir, err := BinDir()
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return dir
 }
 
 // Killed reports envtest's error for a process it had to kill after the stop timeout.

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/aether-mesh/svclb/internal/testenv/prereq"
 )
 
 func TestBinDir(t *testing.T) {
@@ -28,25 +30,26 @@ func TestBinDir(t *testing.T) {
 	}
 }
 
-// skipRecorder stands in for *testing.T to catch Start's skip.
-type skipRecorder struct {
+// endRecorder stands in for *testing.T to catch how Start ends a test.
+type endRecorder struct {
 	testing.TB
-	skipped string
+	skipped, failed string
 }
 
-func (r *skipRecorder) Helper() {}
-func (r *skipRecorder) Skipf(format string, args ...any) {
-	r.skipped = fmt.Sprintf(format, args...)
+func (r *endRecorder) Helper() {}
+func (r *endRecorder) Skip(args ...any) {
+	r.skipped = fmt.Sprint(args...)
 	runtime.Goexit()
 }
-func (r *skipRecorder) Fatalf(format string, args ...any) {
-	r.TB.Errorf(format, args...)
+func (r *endRecorder) Fatalf(format string, args ...any) {
+	r.failed = fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
 
-func TestStartSkipsWithoutBinaries(t *testing.T) {
+// startWithoutBinaries runs Start against an empty binary directory.
+func startWithoutBinaries(t *testing.T) *endRecorder {
 	t.Setenv(BinDirEnv, t.TempDir())
-	r := &skipRecorder{TB: t}
+	r := &endRecorder{TB: t}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -54,7 +57,40 @@ func TestStartSkipsWithoutBinaries(t *testing.T) {
 		t.Error("Start returned without the binaries")
 	}()
 	<-done
+	return r
+}
+
+func TestStartSkipsWithoutBinaries(t *testing.T) {
+	t.Setenv(prereq.UnitEnv, "1")
+	r := startWithoutBinaries(t)
 	if !strings.Contains(r.skipped, "make k8s-test-bins") || !strings.Contains(r.skipped, "kube-apiserver") {
 		t.Errorf("skip message %q does not name the binary and `make k8s-test-bins`", r.skipped)
+	}
+	if r.failed != "" {
+		t.Errorf("under %s=1 Start failed instead of skipping: %s", prereq.UnitEnv, r.failed)
+	}
+}
+
+// TestStartFailsWithoutBinaries: outside `make unit` a missing binary is a failure, so `make
+// test` cannot pass by skipping every envtest.
+func TestStartFailsWithoutBinaries(t *testing.T) {
+	t.Setenv(prereq.UnitEnv, "")
+	r := startWithoutBinaries(t)
+	if !strings.Contains(r.failed, "make k8s-test-bins") || !strings.Contains(r.failed, "kube-apiserver") {
+		t.Errorf("failure %q does not name the binary and `make k8s-test-bins`", r.failed)
+	}
+	if r.skipped != "" {
+		t.Errorf("Start skipped outside %s=1: %s", prereq.UnitEnv, r.skipped)
+	}
+}
+
+func TestBinary(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(BinDirEnv, dir)
+	if err := os.WriteFile(filepath.Join(dir, "kube-proxy"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := Binary(t, "kube-proxy"); got != filepath.Join(dir, "kube-proxy") {
+		t.Errorf("Binary(kube-proxy) = %s, want it in %s", got, dir)
 	}
 }

@@ -28,7 +28,7 @@ step() { printf '[node-image %4ss] %s\n' "$(($(date +%s) - T0))" "$*"; }
 die() { echo "node-image: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "must run as root (debootstrap, chroot)"
-docker info >/dev/null 2>&1 || die "no docker engine (start it: bash /work/shared/env/start-dockerd.sh)"
+docker info >/dev/null 2>&1 || die "no Docker engine: start a Docker engine (README.md, \"What you need\")"
 command -v debootstrap >/dev/null || die "debootstrap missing (apt-get install debootstrap)"
 test -f "$KIND_BASE/usr/local/bin/entrypoint" || die "kind base files not found in $KIND_BASE"
 mkdir -p "$WORK"
