@@ -166,7 +166,7 @@ func TestAgentRestart(t *testing.T) {
 	pctx, pcancel := context.WithCancel(ctx)
 	pdone := make(chan error, 1)
 	go func() { pdone <- px.Run(pctx) }()
-	defer func() { pcancel(); <-pdone }()
+	defer func() { pcancel(); <-pdone }() //nolint:errcheck // Run's error after cancel is ctx's
 	admin := px.AdminHandler()
 	g.Eventually(func() []string { return configOf(t, admin).hosts(name) }).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).
 		Should(gomega.Equal([]string{backend + ":" + strconv.Itoa(targetPort)}), "the proxy has the Service's cluster")

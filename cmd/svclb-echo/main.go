@@ -87,5 +87,9 @@ func dial(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.Timeout, "timeout", 2*time.Second, "per attempt")
 	fs.Parse(args)
 	enc := json.NewEncoder(os.Stdout)
-	return echo.Dial(ctx, o, func(r echo.Result) { enc.Encode(r) })
+	return echo.Dial(ctx, o, func(r echo.Result) {
+		if err := enc.Encode(r); err != nil {
+			slog.Error("writing a result", "error", err)
+		}
+	})
 }

@@ -53,7 +53,7 @@ func SelectEndpoints(svc *corev1.Service, portName string, eps []*discoveryv1.En
 			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
 			serving := ep.Conditions.Serving == nil || *ep.Conditions.Serving
 			terminating := ep.Conditions.Terminating != nil && *ep.Conditions.Terminating
-			if !ready && !(serving && terminating) {
+			if !ready && (!serving || !terminating) {
 				continue
 			}
 			if localOnly && (ep.NodeName == nil || *ep.NodeName != node.Name) {

@@ -6,9 +6,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/google/nftables"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 // Label chooses a Service: the guard deletes kube-proxy's objects of every

@@ -94,7 +94,7 @@ func TestGuardWithRealKubeProxy(t *testing.T) {
 	g := startGuard(t, ns, 5*time.Second)
 	watched := make(chan error, 1)
 	go func() { watched <- WatchServices(ctx, kube, g) }()
-	defer func() { cancel(); <-watched }()
+	defer func() { cancel(); <-watched }() //nolint:errcheck // the watch ends with ctx's error
 	expect := func(what string) {
 		t.Helper()
 		if _, ok := waitFor(10*time.Second, func() bool {

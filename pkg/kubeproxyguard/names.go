@@ -62,7 +62,7 @@ func parseName(name string, prefixes ...string) (objectName, bool) {
 
 func isBase32(s string) bool {
 	for _, c := range s {
-		if !(c >= 'A' && c <= 'Z' || c >= '2' && c <= '7') {
+		if (c < 'A' || c > 'Z') && (c < '2' || c > '7') {
 			return false
 		}
 	}

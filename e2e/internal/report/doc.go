@@ -7,7 +7,7 @@
 // phase), one Leg per leg with its red and green runs side by side (mark,
 // counts, duration, evidence, chart shapes) and the programming-latency
 // table. The two outputs are templates over that one model, embedded with
-// go:embed: report.md.tmpl (text/template; the tables people paste into
+// Embedded: report.md.tmpl (text/template; the tables people paste into
 // notes) and report.html.tmpl (html/template; a card per leg, inline SVG,
 // no external assets).
 //
