@@ -37,6 +37,7 @@ import (
 	"github.com/aether-mesh/svclb/internal/adstest"
 	"github.com/aether-mesh/svclb/internal/netnstest"
 	"github.com/aether-mesh/svclb/internal/testenv"
+	"github.com/aether-mesh/svclb/internal/testenv/prereq"
 	"github.com/aether-mesh/svclb/nodeproxy"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
@@ -138,7 +139,7 @@ func TestAgentRestart(t *testing.T) {
 	const port = contract.CapturePort // the listener is bound on it
 	var pod *podNet
 	backend, targetPort := "10.244.9.9", 8080 // not reachable: config checks only
-	if os.Geteuid() == 0 {
+	if os.Geteuid() == 0 || !prereq.Unit() {
 		pod = newPodNet(t)
 		backend, targetPort = pod.hostIP, serveBackend(t, pod.hostIP)
 		// The agent scans its netns directory; a link keeps other tests' namespaces out of it.
@@ -260,11 +261,9 @@ type podNet struct {
 
 func newPodNet(t *testing.T) *podNet {
 	t.Helper()
-	for _, bin := range []string{"ip", "nsenter"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("needs %s: %v", bin, err)
-		}
-	}
+	prereq.Root(t, "a pod network namespace")
+	prereq.Command(t, "ip")
+	prereq.Command(t, "nsenter")
 	ns := netnstest.New(t)
 	var b [3]byte
 	_, _ = rand.Read(b[:])

@@ -32,7 +32,7 @@ type candidate struct {
 	forZones []string
 }
 
-// SelectEndpoints applies DESIGN.md §2 to the slices of one Service for one of its ports:
+// SelectEndpoints applies docs/design.md ("What a svc: cluster says") to the slices of one Service for one of its ports:
 // ready endpoints first (this zone before other zones when topology applies), serving and
 // terminating endpoints in the bands after them, everything else left out. Priorities are
 // contiguous from 0 as Envoy requires. The result is sorted (priority, zone, address).

@@ -36,14 +36,7 @@ func TestGuardWithRealKubeProxy(t *testing.T) {
 		t.Skip("starts kube-apiserver, etcd and kube-proxy")
 	}
 	ns := netnstest.New(t)
-	dir, err := testenv.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp := filepath.Join(dir, "kube-proxy")
-	if _, err := os.Stat(kp); err != nil {
-		t.Skipf("%s not found: run `make k8s-bins` to build it", kp)
-	}
+	kp := testenv.Binary(t, "kube-proxy")
 	cfg := testenv.Start(t, testenv.Options{})
 	kube := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/aether-mesh/svclb/internal/testenv/prereq"
 )
 
 func ip(t *testing.T, args ...string) {
@@ -20,12 +22,8 @@ func ip(t *testing.T, args ...string) {
 // TestFindRealNetns creates two namespaces with `ip netns add`, gives one an address, and points
 // the scanner at a private directory holding bind mounts of both.
 func TestFindRealNetns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs the ip command to create network namespaces")
-	}
+	prereq.Root(t, "network namespaces")
+	prereq.Command(t, "ip")
 	dir := t.TempDir()
 	names := []string{fmt.Sprintf("svclbnf-a-%d", os.Getpid()), fmt.Sprintf("svclbnf-b-%d", os.Getpid())}
 	for _, n := range names {

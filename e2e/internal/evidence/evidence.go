@@ -89,7 +89,7 @@ func (v Verdict) Failed() bool { return v != Pass }
 // Leg is one acceptance leg: its red and green runs and the verdict.
 type Leg struct {
 	Name string `json:"name"`
-	// Setup and Green restate DESIGN.md §5 for the report.
+	// Setup and Green restate the leg (e2e/doc.go) for the report.
 	Setup      string        `json:"setup"`
 	GreenMeans string        `json:"greenMeans"`
 	RedExpect  string        `json:"redExpect"`
@@ -235,11 +235,11 @@ type Set struct {
 	Failure string
 }
 
-// LegOrder is the order of DESIGN.md §5; the report follows it.
+// LegOrder is the order of the legs in docs/design.md and e2e/doc.go; the report follows it.
 var LegOrder = []string{
 	"reach", "reach-after-resync", "refuse-no-endpoints", "refuse-port-not-declared",
 	"refuse-no-service", "drain", "affinity", "itp-local", "topology", "passthrough",
-	"on-demand", // not in DESIGN.md §5: the on-demand CDS mode (docs/architecture.md)
+	"on-demand", // not in the design's first legs: the on-demand CDS mode (docs/architecture.md)
 }
 
 func legRank(name string) int {
