@@ -97,16 +97,20 @@ func (p *Proxy) clustersDumpLocked() *adminv3.ClustersConfigDump {
 	out := &adminv3.ClustersConfigDump{StaticClusters: []*adminv3.ClustersConfigDump_StaticCluster{{Cluster: mustAny(xds)}}}
 	var all []applied
 	dyn := func(m map[string]*cluster) []*adminv3.ClustersConfigDump_DynamicCluster {
-		var cs []*adminv3.ClustersConfigDump_DynamicCluster
-		for _, c := range m {
-			if c.seen.msg == nil {
-				continue
+		names := make([]string, 0, len(m))
+		for name, c := range m {
+			if c.seen.msg != nil {
+				names = append(names, name)
 			}
-			all = append(all, c.seen)
-			cs = append(cs, &adminv3.ClustersConfigDump_DynamicCluster{VersionInfo: c.seen.version,
-				Cluster: mustAny(c.seen.msg), LastUpdated: timestamppb.New(c.seen.updated)})
 		}
-		sort.Slice(cs, func(i, j int) bool { return cs[i].Cluster.String() < cs[j].Cluster.String() })
+		sort.Strings(names)
+		cs := make([]*adminv3.ClustersConfigDump_DynamicCluster, 0, len(names))
+		for _, name := range names {
+			seen := m[name].seen
+			all = append(all, seen)
+			cs = append(cs, &adminv3.ClustersConfigDump_DynamicCluster{VersionInfo: seen.version,
+				Cluster: mustAny(seen.msg), LastUpdated: timestamppb.New(seen.updated)})
+		}
 		return cs
 	}
 	out.DynamicActiveClusters = dyn(p.clusters)
