@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -55,7 +56,7 @@ var _ = defineLeg(leg[*rangeGrowsWorkload]{
 	prepare: func(ctx context.Context) (*rangeGrowsWorkload, error) {
 		w := &rangeGrowsWorkload{}
 		// What an interrupted run on a kept cluster left behind.
-		if err := cleanupGrows(ctx); err != nil {
+		if err := cleanupGrows(ctx, true); err != nil {
 			return nil, err
 		}
 		if err := checkGrowsCIDRFree(ctx); err != nil {
@@ -76,7 +77,7 @@ var _ = defineLeg(leg[*rangeGrowsWorkload]{
 	},
 	measure: func(ctx context.Context, w *rangeGrowsWorkload, run *evidence.Run) {
 		err := measureRangeGrows(ctx, w, run)
-		if cerr := cleanupGrows(context.WithoutCancel(ctx)); cerr != nil {
+		if cerr := cleanupGrows(context.WithoutCancel(ctx), false); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
 		}
 		if err != nil && run.Error == "" {
@@ -86,10 +87,21 @@ var _ = defineLeg(leg[*rangeGrowsWorkload]{
 })
 
 // cleanupGrows deletes the leg's Service, then its ServiceCIDR: the
-// apiserver keeps a ServiceCIDR while an address of it is held.
-func cleanupGrows(ctx context.Context) error {
+// apiserver keeps a ServiceCIDR while an address of it is held. It waits
+// until the ServiceCIDR is gone only when wait is set: the apiserver removes
+// a deleted ServiceCIDR after a grace period (about 10 s on this cluster),
+// which a run's own cleanup need not spend; the next creation waits for it
+// (measureRangeGrows), and so does prepare on a kept cluster.
+func cleanupGrows(ctx context.Context, wait bool) error {
 	if err := suite.cluster.DeleteService(ctx, suite.legsNS, growsService, time.Minute); err != nil {
 		return err
+	}
+	if !wait {
+		err := suite.cluster.CS.NetworkingV1().ServiceCIDRs().Delete(ctx, growsCIDRName, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete ServiceCIDR %s: %w", growsCIDRName, err)
+		}
+		return nil
 	}
 	return suite.cluster.DeleteServiceCIDR(ctx, growsCIDRName, 2*time.Minute)
 }
@@ -196,6 +208,10 @@ func measureRangeGrows(ctx context.Context, w *rangeGrowsWorkload, run *evidence
 	nodes := clientNodes(clients)
 	r0, err := restarts(ctx)
 	if err != nil {
+		return err
+	}
+	// The last run's ServiceCIDR may still be going (cleanupGrows).
+	if err := suite.cluster.DeleteServiceCIDR(ctx, growsCIDRName, 2*time.Minute); err != nil {
 		return err
 	}
 	t0 := time.Now()

@@ -2,6 +2,7 @@ package measure
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/aether-mesh/svclb/fixtures/guard"
 	"github.com/aether-mesh/svclb/fixtures/metrics"
 	"github.com/aether-mesh/svclb/pkg/contract"
+	"github.com/aether-mesh/svclb/pkg/kubeproxyguard"
 )
 
 // cutState is kube-proxy's hold on the cut Services a leg dials at one
@@ -89,12 +91,16 @@ func readCut(ctx context.Context, c *cluster.Cluster, dialled []Dialled) (cutSta
 	if err != nil {
 		return st, err
 	}
-	sts, err := guard.Statuses(ctx, c)
-	if err != nil {
-		return st, err
-	}
-	ms, err := guard.Metrics(ctx, c)
-	if err != nil {
+	// The guards' records are read after the tables settled (a restore the
+	// guard undid meanwhile is counted), both at once.
+	var sts map[string]kubeproxyguard.Status
+	var ms map[string]metrics.Metrics
+	var stErr, mErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { sts, stErr = guard.Statuses(ctx, c) })
+	wg.Go(func() { ms, mErr = guard.Metrics(ctx, c) })
+	wg.Wait()
+	if err := errors.Join(stErr, mErr); err != nil {
 		return st, err
 	}
 	st.latency = map[string]metrics.Histogram{}

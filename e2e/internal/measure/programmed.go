@@ -44,7 +44,7 @@ const ProgrammedTimeout = 90 * time.Second
 func WaitProgrammed(ctx context.Context, c *cluster.Cluster, dialled []Dialled) (time.Duration, error) {
 	t0 := time.Now()
 	var last string
-	err := wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, ProgrammedTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, ProgrammedTimeout, true, func(ctx context.Context) (bool, error) {
 		why := notProgrammed(ctx, c, dialled)
 		if ctx.Err() == nil || last == "" { // a read cut short by the deadline says nothing
 			last = why
