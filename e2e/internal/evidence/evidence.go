@@ -240,6 +240,7 @@ var LegOrder = []string{
 	"reach", "reach-after-resync", "refuse-no-endpoints", "refuse-port-not-declared",
 	"refuse-no-service", "drain", "affinity", "itp-local", "topology", "passthrough",
 	"on-demand", // not in the design's first legs: the on-demand CDS mode (docs/architecture.md)
+	"enroll",    // issue 14: enrollment by namespace through svclb-cni (docs/enrollment.md)
 }
 
 func legRank(name string) int {
