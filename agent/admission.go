@@ -11,16 +11,17 @@ import (
 	"github.com/aether-mesh/svclb/pkg/svcindex"
 )
 
-// Refusal reasons of svclb_ondemand_refused_total.
-const (
-	refusedMalformed = "malformed"
-	refusedOverCap   = "over-cap"
-)
-
-// refusalReasons are every label value of svclb_ondemand_refused_total, created up front so
+// refusalReasons are every label value of contract.MetricOnDemandRefused, created up front so
 // a dashboard sees zeros rather than missing series.
-var refusalReasons = []string{refusedMalformed, svcindex.External.String(), svcindex.NoService.String(),
-	svcindex.PortNotDeclared.String(), refusedOverCap}
+var refusalReasons = []string{contract.ReasonMalformed, contract.ReasonExternal, contract.ReasonNoService,
+	contract.ReasonPortNotDeclared, contract.ReasonOverCap, contract.ReasonKubeProxy}
+
+// classReasons names the refusal of a name the index does not call Known.
+var classReasons = map[svcindex.Class]string{
+	svcindex.External:        contract.ReasonExternal,
+	svcindex.NoService:       contract.ReasonNoService,
+	svcindex.PortNotDeclared: contract.ReasonPortNotDeclared,
+}
 
 // DefaultOnDemandMax bounds the admitted set (--on-demand-max).
 const DefaultOnDemandMax = 10000
@@ -65,11 +66,18 @@ func (d *demand) drop(name string) (k8stypes.NamespacedName, bool) {
 func (s *syncer) classify(name string) (k8stypes.NamespacedName, string) {
 	ap, err := contract.ParseClusterName(name)
 	if err != nil {
-		return k8stypes.NamespacedName{}, refusedMalformed
+		return k8stypes.NamespacedName{}, contract.ReasonMalformed
 	}
 	r := s.svcIndex.Lookup(ap)
-	if r.Class != svcindex.Known {
-		return k8stypes.NamespacedName{}, r.Class.String()
+	switch {
+	case r.Class != svcindex.Known:
+		if reason, ok := classReasons[r.Class]; ok {
+			return k8stypes.NamespacedName{}, reason
+		}
+		return k8stypes.NamespacedName{}, contract.ReasonExternal // a class the index may add later
+	case r.Port.Service == contract.APIServerService:
+		// Never a svc: cluster (translate.ServicePorts); admitting it would publish nothing.
+		return k8stypes.NamespacedName{}, contract.ReasonKubeProxy
 	}
 	return r.Port.Service, ""
 }
@@ -78,7 +86,7 @@ func (s *syncer) classify(name string) (k8stypes.NamespacedName, string) {
 func (s *syncer) admissible(name string) (k8stypes.NamespacedName, string) {
 	svc, reason := s.classify(name)
 	if reason == "" && len(s.demand.admitted) >= s.demand.max {
-		reason = refusedOverCap
+		reason = contract.ReasonOverCap
 	}
 	return svc, reason
 }
@@ -169,7 +177,7 @@ func (s *syncer) applyDemand(ops []demandOp, restored []string, dirty map[k8styp
 func (s *syncer) refuse(name, reason string) {
 	s.m.odRefused.WithLabelValues(reason).Inc()
 	s.log.Debug("on-demand cluster refused", "cluster", name, "reason", reason)
-	if reason != refusedMalformed { // a malformed name can never become Known
+	if reason != contract.ReasonMalformed { // a malformed name can never become Known
 		s.addPending(name)
 	}
 }

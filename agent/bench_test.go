@@ -218,7 +218,7 @@ func BenchmarkOnDemandScan(b *testing.B) {
 		if st := f.s.status.Load(); st.Clusters != max+1 || st.Demanded != max || st.Pending != maxPending {
 			b.Fatalf("after the scan: %d clusters, %d demanded, %d pending", st.Clusters, st.Demanded, st.Pending)
 		}
-		if got := testutil.ToFloat64(m.odRefused.WithLabelValues(refusedOverCap)); got != benchServices-max {
+		if got := testutil.ToFloat64(m.odRefused.WithLabelValues(contract.ReasonOverCap)); got != benchServices-max {
 			b.Fatalf("over-cap refusals %v, want %d", got, benchServices-max)
 		}
 		b.StartTimer()

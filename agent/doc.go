@@ -38,15 +38,21 @@
 //
 // A test that flips a phase waits until every node's /status shows the new phases.
 //
-// Metrics: svclb_svc_refused_total{reason,namespace,service} (reasons no-endpoints,
+// Metrics (names in pkg/contract): svclb_svc_refused_total{reason,namespace,service} (reasons no-endpoints,
 // port-not-declared, no-service, and not-programmed for an NC on a known Service port the
 // proxy had no cluster for yet), svclb_snapshot_version, svclb_snapshot_resources,
 // svclb_clusters, svclb_endpoints, svclb_listeners, svclb_push_duration_seconds,
 // svclb_network_programming_duration_seconds (kube-proxy's buckets, from the EndpointSlice's
 // endpoints.kubernetes.io/last-change-trigger-time to the push), svclb_snapshot_rejected_total,
 // svclb_xds_nacks_total, svclb_ondemand_admitted_total, svclb_ondemand_refused_total{reason}
-// (malformed, external, no-service, port-not-declared, over-cap),
-// svclb_ondemand_pending_evicted_total, svclb_ondemand_demanded, svclb_ondemand_pending.
+// (malformed, external, no-service, port-not-declared, over-cap, kube-proxy),
+// svclb_ondemand_pending_evicted_total, svclb_ondemand_demanded, svclb_ondemand_pending,
+// svclb_service_range_known (1/0).
+//
+// The apiserver's Service (contract.APIServerService) stays kube-proxy's: no svc: cluster, and
+// its ClusterIP passes through the capture listener in every phase. A Service range the agent
+// does not know (no IPv4 ServiceCIDR, no --service-range) makes every captured connection pass
+// through; the agent warns once per change and svclb_service_range_known is 0.
 //
 // Pushes: a change after a quiet period is pushed at once; changes within Config.Debounce of
 // a push are coalesced into the next one (kube-proxy's bounded-frequency runner). Each push

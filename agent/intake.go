@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 // byServiceIndex files EndpointSlices under their Service (sliceIndex).
@@ -38,9 +39,14 @@ func (s *syncer) signal() {
 }
 
 func (s *syncer) serviceChanged(obj any) {
-	if svc, ok := unwrap(obj).(*corev1.Service); ok {
-		s.markService(k8stypes.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, time.Time{})
+	svc, ok := unwrap(obj).(*corev1.Service)
+	if !ok {
+		return
 	}
+	if contract.IsAPIServerService(svc.Namespace, svc.Name) {
+		s.listenersChanged() // its cluster IPs pass through (translate.ListenerOptions.KubeProxyVIPs)
+	}
+	s.markService(k8stypes.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, time.Time{})
 }
 
 func (s *syncer) sliceChanged(obj any) {

@@ -6,10 +6,13 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 type metrics struct {
 	version, clusters, endpoints, listeners, resources prometheus.Gauge
+	rangeKnown                                         prometheus.Gauge
 	push, programming                                  prometheus.Histogram
 	rejected                                           prometheus.Counter
 
@@ -34,45 +37,46 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 	}
 	m := &metrics{
-		version:   g("svclb_snapshot_version", "Version of the resources last published to the node proxy."),
-		clusters:  g("svclb_clusters", "Clusters published (svc: clusters and passthrough)."),
-		endpoints: g("svclb_endpoints", "Endpoints published across all svc: clusters."),
-		listeners: g("svclb_listeners", "Capture listeners published (one per captured pod with a known netns)."),
-		resources: g("svclb_snapshot_resources", "Resources published: listeners, clusters and load assignments."),
+		version:   g(contract.MetricSnapshotVersion, "Version of the resources last published to the node proxy."),
+		clusters:  g(contract.MetricClusters, "Clusters published (svc: clusters and passthrough)."),
+		endpoints: g(contract.MetricEndpoints, "Endpoints published across all svc: clusters."),
+		listeners: g(contract.MetricListeners, "Capture listeners published (one per captured pod with a known netns)."),
+		resources: g(contract.MetricSnapshotResources, "Resources published: listeners, clusters and load assignments."),
 		push: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "svclb_push_duration_seconds",
+			Name:    contract.MetricPushDuration,
 			Help:    "From the start of a rebuild to the change handed to the xDS server.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 		programming: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "svclb_network_programming_duration_seconds",
+			Name:    contract.MetricProgrammingDuration,
 			Help:    "From an EndpointSlice's endpoints.kubernetes.io/last-change-trigger-time to the push (like kubeproxy_network_programming_duration_seconds).",
 			Buckets: programmingBuckets(),
 		}),
 		rejected: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "svclb_snapshot_rejected_total",
+			Name: contract.MetricSnapshotRejected,
 			Help: "Rebuilds not published because the result failed validation (the last good one stayed).",
 		}),
 		odAdmitted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "svclb_ondemand_admitted_total",
+			Name: contract.MetricOnDemandAdmitted,
 			Help: "Cluster names the node proxy asked for that were admitted (known Service ports), including pending names admitted later.",
 		}),
 		odEvicted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "svclb_ondemand_pending_evicted_total",
+			Name: contract.MetricOnDemandPendingEvicted,
 			Help: "Refused names dropped from the bounded pending set to make room for newer ones.",
 		}),
 		odRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svclb_ondemand_refused_total",
+			Name: contract.MetricOnDemandRefused,
 			Help: "Cluster names the node proxy asked for that were refused, by reason.",
-		}, []string{"reason"}),
-		odDemanded: g("svclb_ondemand_demanded", "Admitted on-demand cluster names."),
-		odPending:  g("svclb_ondemand_pending", "Refused names remembered and admitted once they become known Service ports."),
+		}, []string{contract.LabelReason}),
+		odDemanded: g(contract.MetricOnDemandDemanded, "Admitted on-demand cluster names."),
+		odPending:  g(contract.MetricOnDemandPending, "Refused names remembered and admitted once they become known Service ports."),
+		rangeKnown: g(contract.MetricServiceRangeKnown, "1 while the Service range is known (a ServiceCIDR with an IPv4 CIDR, or --service-range); 0: every captured connection passes through to kube-proxy."),
 	}
 	for _, r := range refusalReasons {
 		m.odRefused.WithLabelValues(r)
 	}
 	for _, c := range []prometheus.Collector{m.version, m.clusters, m.endpoints, m.listeners, m.resources, m.push, m.programming, m.rejected,
-		m.odAdmitted, m.odEvicted, m.odRefused, m.odDemanded, m.odPending} {
+		m.odAdmitted, m.odEvicted, m.odRefused, m.odDemanded, m.odPending, m.rangeKnown} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

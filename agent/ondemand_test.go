@@ -87,7 +87,8 @@ func TestOnDemandSyncer(t *testing.T) {
 	if got := keys(f.pub.last().Loads); !slices.Equal(got, []string{"svc:10.96.0.10:80"}) {
 		t.Fatalf("admitted: loads %v", got)
 	}
-	for reason, want := range map[string]float64{"malformed": 1, "external": 1, "no-service": 1, "port-not-declared": 1, "over-cap": 0} {
+	for reason, want := range map[string]float64{contract.ReasonMalformed: 1, contract.ReasonExternal: 1, contract.ReasonNoService: 1,
+		contract.ReasonPortNotDeclared: 1, contract.ReasonOverCap: 0, contract.ReasonKubeProxy: 0} {
 		if got := testutil.ToFloat64(f.s.m.odRefused.WithLabelValues(reason)); got != want {
 			t.Errorf("refused{%s} = %v, want %v", reason, got, want)
 		}
@@ -246,7 +247,7 @@ func TestOnDemandOverADS(t *testing.T) {
 
 	// An unknown name: nothing, refused once, remembered.
 	c.SubscribeCluster("svc:10.96.0.99:80")
-	adstest.Eventually(t, "the refusal", func() bool { return refused("no-service") == 1 })
+	adstest.Eventually(t, "the refusal", func() bool { return refused(contract.ReasonNoService) == 1 })
 	settle("svc:10.96.0.99:80")
 	if p := f.s.status.Load().Pending; p != 1 {
 		t.Fatalf("unknown name: pending %d", p)
@@ -260,7 +261,7 @@ func TestOnDemandOverADS(t *testing.T) {
 
 	// Cap 2: a third known name is refused over-cap and waits.
 	c.SubscribeCluster("svc:10.96.0.11:80")
-	adstest.Eventually(t, "the over-cap refusal", func() bool { return refused("over-cap") == 1 })
+	adstest.Eventually(t, "the over-cap refusal", func() bool { return refused(contract.ReasonOverCap) == 1 })
 	settle("svc:10.96.0.11:80")
 	// Unsubscribing one frees room: its cluster goes, the waiting name is admitted.
 	c.UnsubscribeCluster("svc:10.96.0.10:80")
@@ -278,7 +279,7 @@ func TestOnDemandOverADS(t *testing.T) {
 	for _, n := range scan {
 		c.SubscribeCluster(n)
 	}
-	adstest.Eventually(t, "5000 refusals", func() bool { return refused("no-service") == 5001 })
+	adstest.Eventually(t, "5000 refusals", func() bool { return refused(contract.ReasonNoService) == 5001 })
 	adstest.Eventually(t, "the status after the scan", func() bool { return f.s.status.Load().Pending == maxPending })
 	settle(scan[len(scan)-1])
 	if want := []string{contract.PassthroughCluster, "svc:10.96.0.11:80", "svc:10.96.0.99:80"}; !slices.Equal(rec.Names(resource.ClusterType), want) || len(rec.Seen(resource.ClusterType)) != 4 {

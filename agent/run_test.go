@@ -18,6 +18,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -57,6 +58,14 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	svc := createService(ctx, t, c, "web", 80)
 	setSlice(ctx, t, c, "web", 8080, ready("10.244.1.5"), ready("10.244.2.5"))
 	want := "svc:" + svc.Spec.ClusterIP + ":80"
+	// The apiserver creates default/kubernetes itself; it must never get a cluster.
+	var api *corev1.Service
+	must(nil, wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		api, err = c.CoreV1().Services(contract.APIServerNamespace).Get(ctx, contract.APIServerName, metav1.GetOptions{})
+		return err == nil, nil
+	}))
+	apiCluster := "svc:" + api.Spec.ClusterIP + ":443"
 
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "run", "xds.sock")
@@ -67,8 +76,8 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	has := func(name string) bool { return cl.Has(resourcev3.ClusterType, name) }
 	// The ConfigMap (phase1 true) overrides the Config default (false) before the first push.
 	adstest.Eventually(t, "the first CDS response", func() bool { return len(cl.Names(resourcev3.ClusterType)) > 0 })
-	if !has(want) || !has(contract.PassthroughCluster) {
-		t.Fatalf("first snapshot clusters %v, want %s and %s", cl.Names(resourcev3.ClusterType), want, contract.PassthroughCluster)
+	if !has(want) || !has(contract.PassthroughCluster) || has(apiCluster) {
+		t.Fatalf("first snapshot clusters %v, want %s and %s, not %s", cl.Names(resourcev3.ClusterType), want, contract.PassthroughCluster, apiCluster)
 	}
 	cm, err := c.CoreV1().ConfigMaps(contract.Namespace).Get(ctx, contract.AgentConfigMap, metav1.GetOptions{})
 	if err != nil {

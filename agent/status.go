@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 // Status is the /status document (see the package doc).
@@ -79,6 +80,7 @@ func (s *syncer) publishStatus(node translate.Node, p1, p2 bool, mode CDSMode, l
 	for _, p := range prefixes {
 		st.Range = append(st.Range, p.String())
 	}
+	s.noteRange(known, st.Range)
 	s.status.Store(st)
 	s.m.version.Set(float64(s.version))
 	s.m.clusters.Set(float64(st.Clusters))
@@ -87,4 +89,34 @@ func (s *syncer) publishStatus(node translate.Node, p1, p2 bool, mode CDSMode, l
 	s.m.resources.Set(float64(len(s.set.Clusters) + len(s.set.Loads) + len(s.set.Listeners)))
 	s.m.odDemanded.Set(float64(st.Demanded))
 	s.m.odPending.Set(float64(st.Pending))
+}
+
+// rangeState is what the agent last said about the Service range.
+type rangeState uint8
+
+const (
+	rangeNotSaid rangeState = iota
+	rangeKnown
+	rangeUnknown
+)
+
+// noteRange says once per change whether the Service range is known, and keeps
+// contract.MetricServiceRangeKnown in step. Unknown is a warning: no destination is then
+// a Service, so every captured connection passes through to kube-proxy whatever the phases.
+func (s *syncer) noteRange(known bool, prefixes []string) {
+	now, gauge := rangeUnknown, 0.0
+	if known {
+		now, gauge = rangeKnown, 1
+	}
+	s.m.rangeKnown.Set(gauge)
+	if now == s.rangeSaid {
+		return
+	}
+	s.rangeSaid = now
+	if known {
+		s.log.Info("Service range known", "range", prefixes)
+		return
+	}
+	s.log.Warn("Service range unknown: no ServiceCIDR with an IPv4 CIDR is readable and --service-range is not set; "+
+		"every captured connection passes through to kube-proxy", "metric", contract.MetricServiceRangeKnown)
 }

@@ -80,6 +80,7 @@ type syncer struct {
 	endpoints map[k8stypes.NamespacedName]int
 	version   uint64
 	demand    *demand
+	rangeSaid rangeState // what was last logged about the Service range
 
 	status atomic.Pointer[Status]
 }

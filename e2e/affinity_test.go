@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 )
 
@@ -33,6 +34,7 @@ const (
 )
 
 type affinityWorkload struct {
+	svc     *corev1.Service
 	to      string
 	clients []corev1.Pod
 }
@@ -47,6 +49,12 @@ var _ = defineLeg(leg[*affinityWorkload]{
 	redExpect:  "each pod sticks, but every pod of the node lands on the same backend (kube-proxy sees only the node's address)",
 	greenMeans: "each pod sticks to one backend, and the pods are not all on one backend",
 	timeout:    6 * time.Minute,
+	chance: fmt.Sprintf("green's spread is chance: all %d pods hash onto one backend's third of the ring with probability about 3·(1/3)^%d = 1/19683 "+
+		"(at most ~1/16000 with shares skewed to 0.36/0.33/0.31), a false failure, never a false pass; stickiness and red's single backend are deterministic. "+
+		"Every attempt must succeed within %s (workload.AttemptTimeout), 3 pods dialling at a time", affinityClients, affinityClients, workload.AttemptTimeout),
+	services: func(aw *affinityWorkload) []measure.Dialled {
+		return []measure.Dialled{measure.ServicePort(aw.svc, 80)}
+	},
 	prepare: func(ctx context.Context) (*affinityWorkload, error) {
 		ns, node := suite.legsNS, suite.cluster.Workers()[0].Name
 		dep := workload.EchoDeployment(ns, "aff", workload.Backends{Replicas: affinityBackends})
@@ -71,7 +79,7 @@ var _ = defineLeg(leg[*affinityWorkload]{
 		if err != nil {
 			return nil, err
 		}
-		return &affinityWorkload{to: workload.Addr(svc, 80), clients: clients}, nil
+		return &affinityWorkload{svc: svc, to: workload.Addr(svc, 80), clients: clients}, nil
 	},
 	measure: func(ctx context.Context, aw *affinityWorkload, run *evidence.Run) {
 		// A few pods dial at a time: ten sequential execs cost ten exec
@@ -81,7 +89,7 @@ var _ = defineLeg(leg[*affinityWorkload]{
 		// how fast.
 		jobs := make([]workload.DialJob, len(aw.clients))
 		for i := range aw.clients {
-			jobs[i] = workload.DialJob{Client: &aw.clients[i], To: aw.to, Opts: workload.DialOptions{Count: 8, Interval: 50 * time.Millisecond, Timeout: 5 * time.Second}}
+			jobs[i] = workload.DialJob{Client: &aw.clients[i], To: aw.to, Opts: workload.DialOptions{Count: 8, Interval: 50 * time.Millisecond, Timeout: workload.AttemptTimeout}}
 		}
 		rss, err := workload.DialAll(ctx, suite.cluster, jobs, 3)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/echo"
 	"github.com/aether-mesh/svclb/fixtures/guard"
 	"github.com/aether-mesh/svclb/fixtures/workload"
@@ -40,6 +41,9 @@ var _ = defineLeg(leg[*drainWorkload]{
 	redExpect:  "no backend reply at any stage",
 	greenMeans: "while one ready endpoint exists no connection reaches the terminating one; with none ready, connections reach the terminating ones",
 	timeout:    6 * time.Minute,
+	chance: fmt.Sprintf("nothing statistical: every attempt of every stage must reach a backend in the stage's state, each within %s "+
+		"(workload.AttemptTimeout); each stage starts once every node's proxy serves the stage's endpoints", workload.AttemptTimeout),
+	services: func(dw *drainWorkload) []measure.Dialled { return []measure.Dialled{measure.ServicePort(dw.svc, 80)} },
 	prepare: func(ctx context.Context) (*drainWorkload, error) {
 		svc := workload.Service(suite.legsNS, "drain", workload.ServiceOptions{Selector: map[string]string{workload.AppLabel: "drain"}, Cut: true})
 		if err := suite.cluster.Create(ctx, svc); err != nil {
@@ -72,6 +76,22 @@ func drainPod(name string) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: suite.legsNS, Labels: dep.Spec.Template.Labels}, Spec: spec}
 }
 
+// drainProgrammed waits until the Service's EndpointSlices show the pods
+// in the states of pods, then until every node's proxy serves those
+// endpoints (measure.WaitProgrammed: with Phase 1 on, each ready one in the
+// first priority and each terminating one after them; with it off, no svc:
+// cluster at all).
+func drainProgrammed(ctx context.Context, dw *drainWorkload, pods map[string]string) error {
+	if err := workload.WaitEndpoints(ctx, suite.cluster, suite.legsNS, dw.svc.Name, pods); err != nil {
+		return err
+	}
+	d, err := measure.WaitProgrammed(ctx, suite.cluster, []measure.Dialled{measure.ServicePort(dw.svc, 80)})
+	if err == nil {
+		progress("leg drain: endpoints %v served by every node's proxy after %s", pods, d.Round(10*time.Millisecond))
+	}
+	return err
+}
+
 func measureDrain(ctx context.Context, dw *drainWorkload, run *evidence.Run) error {
 	pods := map[string]string{} // name → workload.EndpointReady | EndpointTerminating
 	names := []string{"drain-" + string(run.Mode) + "-a", "drain-" + string(run.Mode) + "-b"}
@@ -100,7 +120,7 @@ func measureDrain(ctx context.Context, dw *drainWorkload, run *evidence.Run) err
 	if _, err := suite.cluster.WaitPodsReady(ctx, suite.legsNS, workload.AppLabel+"=drain", 2, 2*time.Minute); err != nil {
 		return err
 	}
-	if err := workload.WaitEndpoints(ctx, suite.cluster, suite.legsNS, dw.svc.Name, pods); err != nil {
+	if err := drainProgrammed(ctx, dw, pods); err != nil {
 		return err
 	}
 	client := suite.clients[0]
@@ -111,8 +131,7 @@ func measureDrain(ctx context.Context, dw *drainWorkload, run *evidence.Run) err
 	// stage dials from the client and counts the stage as met when every
 	// attempt got a reply from a backend in state want.
 	stage := func(label, want string) error {
-		time.Sleep(settle)
-		rs, err := workload.Dial(ctx, suite.cluster, &client, dw.to, workload.DialOptions{Count: 15, Interval: 40 * time.Millisecond, Timeout: 2 * time.Second})
+		rs, err := workload.Dial(ctx, suite.cluster, &client, dw.to, workload.DialOptions{Count: 15, Interval: 40 * time.Millisecond, Timeout: workload.AttemptTimeout})
 		if err != nil {
 			return err
 		}
@@ -148,7 +167,7 @@ func measureDrain(ctx context.Context, dw *drainWorkload, run *evidence.Run) err
 			return fmt.Errorf("delete %s (deletion %d): %w", st.pod, i+1, err)
 		}
 		pods[st.pod] = workload.EndpointTerminating
-		if err := workload.WaitEndpoints(ctx, suite.cluster, suite.legsNS, dw.svc.Name, pods); err != nil {
+		if err := drainProgrammed(ctx, dw, pods); err != nil {
 			return err
 		}
 		if err := stage(st.label, st.want); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,14 +16,9 @@ import (
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
+	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
-
-// settle is the time given to the agent and the proxy after a change is
-// visible (the agent's /status shows a flip, an EndpointSlice shows a pod's
-// new state) and before a leg measures it: the proxy applies the pushed
-// snapshot a moment after the agent reports it.
-const settle = 2 * time.Second
 
 // leg is one acceptance leg (e2e/doc.go lists them); W is what its prepare
 // hands its measure.
@@ -48,33 +44,105 @@ type leg[W any] struct {
 	// share the cluster.
 	agentConfig func(on bool) map[string]string
 	timeout     time.Duration
+	// services declares what the leg dials (e2e/doc.go, "Evidence"): the
+	// Services and addresses whose per-node proxy counters, agent refusals,
+	// refusal log records and kube-proxy cut the suite reads around each
+	// run and judges with the leg's own measure. nil: the leg dials nothing
+	// in the Service range (passthrough).
+	services func(w W) []measure.Dialled
+	// chance says what in the leg can fail by chance: the per-attempt
+	// timeout it dials with and why, and the false-failure odds of any
+	// statistical check. The report restates it.
+	chance string
 }
 
-// defineLeg registers a leg as one Ordered container labelled with the leg's
-// name: BeforeAll prepares the workloads, one spec runs red then green.
+// registered is a leg defineLeg has seen, waiting for its place in the order.
+type registered struct {
+	name   string
+	define func(priority int)
+}
+
+var (
+	// legs are the legs in definition order; init puts them in the tree.
+	legs []registered
+	// probe is the probe of the leg that runs (one at a time), for
+	// beforeNodeRestart.
+	probe *measure.Probe
+)
+
+// defineLeg registers a leg. Its Ginkgo container is made by init, once
+// every leg is known, so the order the legs run in is fixed (below).
 func defineLeg[W any](l leg[W]) bool {
 	if l.timeout == 0 {
 		l.timeout = 4 * time.Minute
 	}
-	return Describe("leg "+l.name, Ordered, Label(l.name), func() {
+	legs = append(legs, registered{name: l.name, define: func(prio int) { describeLeg(l, prio) }})
+	return true
+}
+
+// init puts the legs into the tree in evidence.LegOrder (legs it does not
+// list after them, by name), each with a SpecPriority that fixes its place:
+// Ginkgo shuffles top-level containers by the random seed and then orders
+// them stably by priority (internal/ordering.go OrderSpecs), so distinct
+// priorities make the order the same in every run. Legs that disturb the
+// cluster (reach-after-resync restarts a kube-proxy, on-demand a node pod)
+// cannot land inside another leg's run, and each waits until what it
+// disturbed is back before it ends. The programming figure, with no
+// priority, runs after every leg. Package variables are initialized before
+// any init function, so every defineLeg has run by now.
+func init() {
+	slices.SortStableFunc(legs, func(a, b registered) int {
+		if d := legRank(a.name) - legRank(b.name); d != 0 {
+			return d
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	for i, l := range legs {
+		l.define(len(legs) - i)
+	}
+}
+
+func legRank(name string) int {
+	if i := slices.Index(evidence.LegOrder, name); i >= 0 {
+		return i
+	}
+	return len(evidence.LegOrder)
+}
+
+// describeLeg makes a leg one Ordered container labelled "leg" and the
+// leg's name: BeforeAll prepares the workloads, one spec runs red then
+// green.
+func describeLeg[W any](l leg[W], priority int) {
+	Describe("leg "+l.name, Ordered, Label(evidence.LegLabel, l.name), SpecPriority(priority), func() {
 		var w W
+		var p *measure.Probe
 		BeforeAll(func(ctx SpecContext) {
 			progress("leg %s: preparing workloads", l.name)
 			t0 := time.Now()
 			var err error
 			w, err = l.prepare(ctx)
 			Expect(err).NotTo(HaveOccurred(), "prepare leg %s", l.name)
+			var dialled []measure.Dialled
+			if l.services != nil {
+				dialled = l.services(w)
+			}
+			p = measure.NewProbe(suite.cluster, dialled)
 			_ = suite.evidence.AddPhase("leg "+l.name+" prepare", time.Since(t0))
 		}, NodeTimeout(l.timeout))
 
 		It("is red with the agent's Phase flags off and green with them on", func(ctx SpecContext) {
 			t0 := time.Now()
+			probe = p
+			DeferCleanup(func() { probe = nil })
 			if l.agentConfig != nil {
 				DeferCleanup(func(ctx SpecContext) {
 					Expect(setAgentConfig(ctx, l.agentConfig(false))).To(Succeed(), "leg %s: restoring the agent's config", l.name)
 				}, NodeTimeout(2*time.Minute))
 			}
-			rec := &evidence.Leg{Name: l.name, Setup: l.setup, RedExpect: l.redExpect, GreenMeans: l.greenMeans}
+			rec := &evidence.Leg{Name: l.name, Setup: l.setup, RedExpect: l.redExpect, GreenMeans: l.greenMeans, Chance: l.chance}
+			for _, d := range p.Dialled() {
+				rec.Dialled = append(rec.Dialled, d.String())
+			}
 			for _, mode := range []evidence.Mode{evidence.Red, evidence.Green} {
 				on := mode == evidence.Green
 				want := phases(on)
@@ -83,14 +151,19 @@ func defineLeg[W any](l leg[W]) bool {
 				}
 				progress("leg %s: %s run: setting %s", l.name, mode, agent.Describe(want))
 				run := &evidence.Run{Mode: mode, Started: time.Now()}
-				if err := setAgentConfig(ctx, want); err != nil {
+				if err := startRun(ctx, l.name, want, p, run); err != nil {
 					run.Error = err.Error()
 				} else {
-					time.Sleep(settle)
 					l.measure(ctx, w, run)
+					if err := p.Finish(ctx, run); err != nil && run.Error == "" {
+						run.Error = "evidence: " + err.Error()
+					}
 				}
 				run.Duration = time.Since(run.Started)
 				progress("leg %s: %s run: %s (%s)", l.name, mode, run.Summary, run.Duration.Round(100*time.Millisecond))
+				for _, c := range run.Failing(mode) {
+					progress("leg %s: %s run: check failed: %s", l.name, mode, c.String(mode))
+				}
 				_ = suite.evidence.AddPhase(fmt.Sprintf("leg %s %s", l.name, mode), run.Duration)
 				if mode == evidence.Red {
 					rec.Red = run
@@ -99,7 +172,7 @@ func defineLeg[W any](l leg[W]) bool {
 				}
 			}
 			if l.control {
-				rec.Verdict, rec.Reason = judgeControl(rec.Red, rec.Green)
+				rec.Verdict, rec.Reason = evidence.JudgeControl(rec.Red, rec.Green)
 			} else {
 				rec.Verdict, rec.Reason = evidence.Judge(rec.Red, rec.Green)
 			}
@@ -110,6 +183,32 @@ func defineLeg[W any](l leg[W]) bool {
 			Expect(rec.Verdict).To(Equal(evidence.Pass), "leg %s: %s", l.name, rec.Reason)
 		}, NodeTimeout(l.timeout))
 	})
+}
+
+// startRun sets the agent's config for a run, waits until every node's
+// proxy serves it (the proxy's own config dump, not a fixed settle), and
+// starts the probe.
+func startRun(ctx context.Context, name string, want map[string]string, p *measure.Probe, run *evidence.Run) error {
+	if err := setAgentConfig(ctx, want); err != nil {
+		return err
+	}
+	d, err := measure.WaitProgrammed(ctx, suite.cluster, p.Dialled())
+	if err != nil {
+		return err
+	}
+	progress("leg %s: %s run: every node's proxy serves it (%s)", name, run.Mode, d.Round(10*time.Millisecond))
+	run.Notes = append(run.Notes, fmt.Sprintf("every node's proxy served the agent's config %s after %s", agent.Describe(want), d.Round(10*time.Millisecond)))
+	return p.Start(ctx)
+}
+
+// beforeNodeRestart is what a leg calls right before it restarts the node
+// DaemonSet's pod on node: the probe banks that node's counters, which the
+// new pod's proxy and agent start again from 0.
+func beforeNodeRestart(ctx context.Context, node string) error {
+	if probe == nil {
+		return nil
+	}
+	return probe.BeforeRestart(ctx, node)
 }
 
 // phases is both Phase flags of the agent's ConfigMap, on or off.
@@ -128,15 +227,20 @@ func setAgentConfig(ctx context.Context, want map[string]string) error {
 	return nil
 }
 
+// allSucceed is the chance of a leg whose every attempt must succeed.
+var allSucceed = fmt.Sprintf("nothing statistical: every attempt must succeed, each within %s (workload.AttemptTimeout: "+
+	"milliseconds through the proxy; the bound keeps an attempt a loaded 2-core machine stalled, path intact, a success)", workload.AttemptTimeout)
+
 // refuseLeg is a refusal leg: prepare finds what to dial, and the measure
 // (measure.Refusal) expects the proxy to refuse every attempt with
-// reason.
+// reason; the target is declared with reason for the evidence.
 func refuseLeg(name, reason, setup string, prepare func(ctx context.Context) (measure.Target, error)) leg[measure.Target] {
 	return leg[measure.Target]{
 		name:       name,
 		setup:      setup,
 		redExpect:  measure.RedExpect,
 		greenMeans: measure.GreenMeans(reason),
+		chance:     measure.RefusalChance,
 		prepare: func(ctx context.Context) (measure.Target, error) {
 			t, err := prepare(ctx)
 			t.Reason = reason
@@ -145,22 +249,8 @@ func refuseLeg(name, reason, setup string, prepare func(ctx context.Context) (me
 		measure: func(ctx context.Context, t measure.Target, run *evidence.Run) {
 			measure.Refusal(ctx, suite.cluster, suite.clients, t, run)
 		},
+		services: func(t measure.Target) []measure.Dialled { return []measure.Dialled{t.Dialled()} },
 	}
-}
-
-// judgeControl: a control leg must meet the green condition in both runs.
-func judgeControl(red, green *evidence.Run) (evidence.Verdict, string) {
-	switch {
-	case red == nil || red.Error != "":
-		return evidence.Incomplete, "red run did not observe"
-	case !red.MetGreen:
-		return evidence.RedUnexpected, "control leg: red must already be unchanged traffic: " + red.Summary
-	case green == nil:
-		return evidence.Incomplete, "no green run"
-	case green.Error != "" || !green.MetGreen:
-		return evidence.GreenFailed, green.Summary + green.Error
-	}
-	return evidence.Pass, "control: unchanged with the agent off and on"
 }
 
 var unsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)

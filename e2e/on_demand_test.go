@@ -14,6 +14,7 @@ import (
 
 	svclbagent "github.com/aether-mesh/svclb/agent"
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/echo"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
@@ -33,15 +34,16 @@ const (
 	onDemandDialTimeout = onDemandTimeout + 3*time.Second
 )
 
-// The cap_svc tcp_proxy's on-demand counters (Envoy's names,
-// source/common/tcp_proxy/tcp_proxy.h ALL_TCP_PROXY_STATS).
+// The cap_svc tcp_proxy's on-demand counters (fixtures/proxy names them).
 var (
-	statOnDemandSuccess = "tcp." + contract.ChainSvc + ".on_demand_cluster_success"
-	statOnDemandTimeout = "tcp." + contract.ChainSvc + ".on_demand_cluster_timeout"
+	statOnDemandAttempt = proxy.TCPStat(contract.ChainSvc, proxy.OnDemandClusterAttempt)
+	statOnDemandSuccess = proxy.TCPStat(contract.ChainSvc, proxy.OnDemandClusterSuccess)
+	statOnDemandTimeout = proxy.TCPStat(contract.ChainSvc, proxy.OnDemandClusterTimeout)
 )
 
 type onDemandWorkload struct {
-	client      *corev1.Pod // the one meshed client that dials
+	svc         *corev1.Service // the dialled Service
+	client      *corev1.Pod     // the one meshed client that dials
 	to, noSvcTo string
 	// cluster and idleCluster are the svc: cluster names of the dialled
 	// Service and of one nobody dials.
@@ -65,6 +67,14 @@ var _ = defineLeg(leg[*onDemandWorkload]{
 		}
 		return map[string]string{contract.KeyCDS: string(svclbagent.CDSProactive)}
 	},
+	chance: fmt.Sprintf("nothing statistical: every connection to the Service must be answered, the first one held up to %s while the proxy asks "+
+		"(onDemandDialTimeout outlasts the proxy's %s on-demand timeout, so the client sees the proxy's close, not its own deadline); later ones within %s (workload.AttemptTimeout); "+
+		"the unallocated address must be closed %s ±1 s after it was dialled", onDemandDialTimeout, onDemandTimeout, workload.AttemptTimeout, onDemandTimeout),
+	// The persisted-demand check restarts the client node's DaemonSet pod:
+	// it banks that node's counters first (beforeNodeRestart).
+	services: func(wl *onDemandWorkload) []measure.Dialled {
+		return []measure.Dialled{measure.ServicePort(wl.svc, 80)}
+	},
 	prepare: func(ctx context.Context) (*onDemandWorkload, error) {
 		node := suite.cluster.Workers()[0].Name
 		wl := &onDemandWorkload{client: suite.clientOn(node)}
@@ -83,7 +93,7 @@ var _ = defineLeg(leg[*onDemandWorkload]{
 		if err != nil {
 			return nil, err
 		}
-		wl.to = workload.Addr(svc, 80)
+		wl.svc, wl.to = svc, workload.Addr(svc, 80)
 		wl.noSvcTo = net.JoinHostPort(ip.String(), "80")
 		wl.cluster = contract.ClusterPrefix + wl.to
 		wl.idleCluster = contract.ClusterPrefix + workload.Addr(idle, 80)
@@ -165,15 +175,17 @@ func measureOnDemand(ctx context.Context, wl *onDemandWorkload, run *evidence.Ru
 	run.Tally(first, suite.cluster.Zone)
 	run.Tally(more, suite.cluster.Zone)
 	// The agent counts the refusal when the proxy's request arrives, long
-	// before the proxy gives up; allow a moment for the scrape anyway. Reads
-	// use the leg's ctx: one in flight at 3 s must complete.
+	// before the proxy gives up; wait for it only where the proxy asked (its
+	// on_demand_cluster_attempt rose): with nothing asked (red) there is
+	// nothing to count. Reads use the leg's ctx: one in flight at the end
+	// must complete.
 	var after *onDemandState
 	var readErr error
-	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Second, true, func(context.Context) (bool, error) {
+	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, measure.CountersSettle, true, func(context.Context) (bool, error) {
 		if after, readErr = readOnDemandState(ctx, agentPod, node); readErr != nil {
 			return false, readErr
 		}
-		return after.refused > before.refused, nil
+		return after.refused > before.refused || after.stats[statOnDemandAttempt] == before.stats[statOnDemandAttempt], nil
 	})
 	if readErr != nil || after == nil {
 		fail(fmt.Errorf("reading %s after the connections: %v", node, readErr))
@@ -260,6 +272,9 @@ func checkPersistedDemand(ctx context.Context, wl *onDemandWorkload, oldPod stri
 	}
 	if !mounted {
 		return true, fmt.Sprintf("persisted demand NOT checked: DaemonSet %s mounts no hostPath %s into the agent (fixtures/manifests)", contract.NodeDaemonSet, contract.DemandDir), nil, nil
+	}
+	if err := beforeNodeRestart(ctx, node); err != nil {
+		return false, "", nil, err
 	}
 	t0 := time.Now()
 	if err := suite.cluster.CS.CoreV1().Pods(contract.Namespace).Delete(ctx, oldPod, metav1.DeleteOptions{}); err != nil {

@@ -20,6 +20,9 @@ var _ = defineLeg(leg[string]{
 	setup:      "a meshed client dials an echo pod's own IP:8080 (outside the Service range)",
 	redExpect:  "same as green: the Phase flags do not touch traffic outside the Service range (control leg)",
 	greenMeans: "every attempt reaches the pod, and the pod sees the node's address as peer (the proxy's passthrough carried it, not a direct connection)",
+	chance:     allSucceed,
+	// The proxy's default chain must carry every attempt in both runs.
+	services: func(to string) []measure.Dialled { return []measure.Dialled{{To: to, OutsideRange: true}} },
 	prepare: func(ctx context.Context) (string, error) {
 		dep := workload.EchoDeployment(suite.legsNS, "pass", workload.Backends{Replicas: 1})
 		if err := suite.cluster.Create(ctx, dep); err != nil {

@@ -3,14 +3,22 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
+	"slices"
+	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
+	"github.com/aether-mesh/svclb/fixtures/guard"
 	"github.com/aether-mesh/svclb/fixtures/metrics"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 )
@@ -48,15 +56,47 @@ func programmingHistograms(ctx context.Context) (a, kp metrics.Histogram, err er
 	return a, kp, nil
 }
 
+// waitBothProgrammed waits until the Service's EndpointSlices list n ready
+// endpoints, every node's kube-proxy dispatches to exactly those (its
+// nftables service chains), and every node's proxy serves them
+// (measure.WaitProgrammed): both sides have programmed the change, so each
+// has observed it in its histogram.
+func waitBothProgrammed(ctx context.Context, svc *corev1.Service, n int) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		l, err := suite.cluster.CS.DiscoveryV1().EndpointSlices(svc.Namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name})
+		g.Expect(err).NotTo(HaveOccurred())
+		var ready []string
+		for _, s := range l.Items {
+			for _, e := range s.Endpoints {
+				if ptr.Deref(e.Conditions.Ready, false) {
+					for _, a := range e.Addresses {
+						ready = append(ready, net.JoinHostPort(a, strconv.Itoa(workload.EchoPort)))
+					}
+				}
+			}
+		}
+		slices.Sort(ready)
+		g.Expect(ready).To(HaveLen(n), "ready endpoints of %s", svc.Name)
+		for _, node := range suite.cluster.Nodes {
+			table, err := guard.KubeProxyTable(ctx, suite.cluster, node.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(guard.KubeProxyEndpoints(table, svc)).To(Equal(ready), "kube-proxy's endpoints of %s on %s", svc.Name, node.Name)
+		}
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+	_, err := measure.WaitProgrammed(ctx, suite.cluster, []measure.Dialled{measure.ServicePort(svc, 80)})
+	Expect(err).NotTo(HaveOccurred())
+}
+
 // programming: the figure, not a leg: the same EndpointSlice changes measured
 // by the agent and by kube-proxy on every node, side by side in report.md.
 var _ = Describe("network programming latency", Ordered, Label("programming"), func() {
 	It("compares the agent with kube-proxy for the same EndpointSlice changes", func(ctx SpecContext) {
 		Expect(setAgentConfig(ctx, phases(true))).To(Succeed())
-		_, err := workload.DeployEcho(ctx, suite.cluster, suite.legsNS, "prog", workload.Backends{Replicas: 1}, workload.ServiceOptions{})
+		svc, err := workload.DeployEcho(ctx, suite.cluster, suite.legsNS, "prog", workload.Backends{Replicas: 1}, workload.ServiceOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		// Let the creation's own programming land before the first scrape.
-		time.Sleep(3 * time.Second)
+		// The creation's own programming lands before the first scrape.
+		waitBothProgrammed(ctx, svc, 1)
 		a0, k0, err := programmingHistograms(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		deps := suite.cluster.CS.AppsV1().Deployments(suite.legsNS)
@@ -70,7 +110,7 @@ var _ = Describe("network programming latency", Ordered, Label("programming"), f
 			_, err = suite.cluster.WaitPodsReady(ctx, suite.legsNS, workload.AppLabel+"=prog", int(n), 2*time.Minute)
 			Expect(err).NotTo(HaveOccurred())
 			changes++
-			time.Sleep(settle)
+			waitBothProgrammed(ctx, svc, int(n))
 		}
 		a1, k1, err := programmingHistograms(ctx)
 		Expect(err).NotTo(HaveOccurred())

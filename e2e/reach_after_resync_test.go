@@ -10,15 +10,21 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/echo"
 	"github.com/aether-mesh/svclb/fixtures/guard"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 )
 
-// resyncInterval is the spacing of the attempts dialled through the
-// kube-proxy restart.
-const resyncInterval = 100 * time.Millisecond
+const (
+	// resyncInterval is the spacing of the attempts dialled through the
+	// kube-proxy restart.
+	resyncInterval = 100 * time.Millisecond
+	// resyncAttemptTimeout bounds one of them (workload.AttemptTimeout:
+	// what slows a restart is the machine, not the path).
+	resyncAttemptTimeout = workload.AttemptTimeout
+)
 
 // reach-after-resync: a kube-proxy restart is a full sync that restores the
 // Service's objects; the guard must delete them again, and with the agent on
@@ -29,8 +35,17 @@ var _ = defineLeg(leg[*corev1.Service]{
 	redExpect:  "the guard re-deletes the restored objects and the Service is unreachable (at most a few replies in the restore window)",
 	greenMeans: "the guard observed the restore and re-deleted it, and every attempt during the restart got a backend's reply",
 	timeout:    6 * time.Minute,
+	chance: fmt.Sprintf("nothing statistical: every attempt through the restart must succeed, each within %s: a kube-proxy restart on a loaded "+
+		"2-core machine once stalled one green round trip past 2 s (hello received, echo late): slow, not broken", resyncAttemptTimeout),
 	prepare: func(ctx context.Context) (*corev1.Service, error) {
 		return workload.DeployEcho(ctx, suite.cluster, suite.legsNS, "resync", workload.Backends{Replicas: 2}, workload.ServiceOptions{Cut: true})
+	},
+	// The leg restarts kube-proxy: the restore during the run is its
+	// subject; the Service must be cut before and after.
+	services: func(svc *corev1.Service) []measure.Dialled {
+		d := measure.ServicePort(svc, 80)
+		d.RestartsKubeProxy = true
+		return []measure.Dialled{d}
 	},
 	measure: func(ctx context.Context, svc *corev1.Service, run *evidence.Run) {
 		if err := measureResync(ctx, svc, run); err != nil {
@@ -62,19 +77,28 @@ func measureResync(ctx context.Context, svc *corev1.Service, run *evidence.Run) 
 		return err
 	}
 	to := workload.Addr(svc, 80)
+	captured0, err := measure.CapturedConnections(ctx, suite.cluster, node)
+	if err != nil {
+		return err
+	}
 	type dialed struct {
 		rs  []echo.Result
 		err error
 	}
 	done := make(chan dialed, 1)
 	go func() {
-		// 5 s per attempt: a kube-proxy restart on a loaded 2-core machine once stalled one
-		// green round trip past 2 s (hello received, echo late) — slow, not broken.
-		rs, err := workload.Dial(ctx, suite.cluster, &client, to, workload.DialOptions{Count: 150, Interval: resyncInterval, Timeout: 5 * time.Second})
+		rs, err := workload.Dial(ctx, suite.cluster, &client, to, workload.DialOptions{Count: 150, Interval: resyncInterval, Timeout: resyncAttemptTimeout})
 		done <- dialed{rs, err}
 	}()
-	// The restart must fall inside the dialling, not before its first attempt.
-	time.Sleep(time.Second)
+	// The restart must fall inside the dialling, not before its first
+	// attempt: wait until the node's proxy has accepted one.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := measure.CapturedConnections(ctx, suite.cluster, node)
+		return err == nil && n > captured0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the proxy on %s accepted none of the client's connections: %w", node, err)
+	}
 	pods := suite.cluster.CS.CoreV1().Pods("kube-system")
 	onNode := metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy", FieldSelector: "spec.nodeName=" + node}
 	kp, err := pods.List(ctx, onNode)

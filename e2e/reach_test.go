@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/workload"
@@ -14,20 +16,18 @@ import (
 
 // reach: a meshed pod reaches a non-mesh ClusterIP Service whose kube-proxy
 // objects are gone, through the node proxy's svc: cluster.
-var _ = defineLeg(leg[string]{
+var _ = defineLeg(leg[*corev1.Service]{
 	name:       "reach",
 	setup:      "non-mesh ClusterIP Service (2 echo backends), kube-proxy objects deleted on every node; a meshed client on every node",
 	redExpect:  "no backend reply: passthrough to the VIP hits kube-proxy's REJECT, the proxy closes the client's connection",
-	greenMeans: "every attempt from every meshed client gets a backend's reply",
-	prepare: func(ctx context.Context) (string, error) {
-		svc, err := workload.DeployEcho(ctx, suite.cluster, suite.legsNS, "reach", workload.Backends{Replicas: 2}, workload.ServiceOptions{Cut: true})
-		if err != nil {
-			return "", err
-		}
-		return workload.Addr(svc, 80), nil
+	greenMeans: "every attempt from every meshed client gets a backend's reply, through its own node's svc: cluster",
+	chance:     allSucceed,
+	prepare: func(ctx context.Context) (*corev1.Service, error) {
+		return workload.DeployEcho(ctx, suite.cluster, suite.legsNS, "reach", workload.Backends{Replicas: 2}, workload.ServiceOptions{Cut: true})
 	},
-	measure: func(ctx context.Context, to string, run *evidence.Run) {
-		per := measure.FromEveryClient(ctx, suite.cluster, suite.clients, to, workload.Quick, run)
+	services: func(svc *corev1.Service) []measure.Dialled { return []measure.Dialled{measure.ServicePort(svc, 80)} },
+	measure: func(ctx context.Context, svc *corev1.Service, run *evidence.Run) {
+		per := measure.FromEveryClient(ctx, suite.cluster, suite.clients, workload.Addr(svc, 80), workload.Quick, run)
 		if per == nil {
 			return
 		}

@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -232,13 +233,35 @@ func deployNode(ctx context.Context, c *envconf.Config) (context.Context, error)
 }
 
 // meshedClients starts one meshed client per node; most legs dial from all.
+// A client a kept cluster left running keeps the binary of the echo image
+// it started from, without the subcommands a newer tree's legs use
+// (lookup, tls, until-reply): a client whose image digest is not the one
+// its node holds now (make e2e-svc has just loaded it) is recreated.
 func meshedClients(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+	var stale []*corev1.Pod
 	for _, n := range suite.cluster.Nodes {
 		p, err := workload.MeshedClient(suite.legsNS, "client-"+n.Name, n.Name, "client")
 		if err != nil {
 			return ctx, err
 		}
-		if err := suite.cluster.Create(ctx, p); err != nil {
+		want, err := suite.cluster.NodeImageDigest(ctx, n.Name, p.Spec.Containers[0].Image)
+		if err != nil {
+			return ctx, err
+		}
+		got, err := suite.cluster.CS.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return ctx, err
+		case cluster.PodImageDigest(got, workload.ClientContainer) == want:
+			continue
+		default:
+			progress("setup: client %s runs %s, its node holds %s: recreating it", p.Name, cluster.PodImageDigest(got, workload.ClientContainer), want)
+		}
+		stale = append(stale, p)
+	}
+	if len(stale) > 0 {
+		if _, err := workload.Recreate(ctx, suite.cluster, stale...); err != nil {
 			return ctx, err
 		}
 	}

@@ -22,12 +22,18 @@ var _ = defineLeg(leg[*workload.Pinned]{
 	setup:      "trafficDistribution PreferClose, one echo backend in zone-a and one in zone-b (none in zone-c); kube-proxy objects deleted",
 	redExpect:  "no backend reply from any node",
 	greenMeans: "clients in zone-a and zone-b reach only their own zone; the client in zone-c (no endpoint) reaches the other zones",
+	chance: fmt.Sprintf("nothing statistical: a node's proxy holds its zone's endpoint in priority 0 and the others after it (overprovisioning 140: "+
+		"a healthy priority 0 takes all traffic), so a zone-a or zone-b client never draws another zone; the zone-c client only has other zones. "+
+		"Every attempt must succeed within %s (workload.AttemptTimeout)", workload.AttemptTimeout),
+	services: func(p *workload.Pinned) []measure.Dialled {
+		return []measure.Dialled{measure.ServicePort(p.Service, 80)}
+	},
 	prepare: func(ctx context.Context) (*workload.Pinned, error) {
 		return workload.DeployPinned(ctx, suite.cluster, suite.legsNS, "topo", cluster.NodeNames(suite.cluster.Workers()),
 			workload.ServiceOptions{Cut: true, Mutate: preferClose})
 	},
 	measure: func(ctx context.Context, p *workload.Pinned, run *evidence.Run) {
-		per := measure.FromEveryClient(ctx, suite.cluster, suite.clients, p.To, workload.DialOptions{Count: 12, Interval: 30 * time.Millisecond, Timeout: 2 * time.Second}, run)
+		per := measure.FromEveryClient(ctx, suite.cluster, suite.clients, p.To, workload.DialOptions{Count: 12, Interval: 30 * time.Millisecond, Timeout: workload.AttemptTimeout}, run)
 		if per == nil {
 			return
 		}

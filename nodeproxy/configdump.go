@@ -135,6 +135,22 @@ func (p *Proxy) listenersDumpLocked() *adminv3.ListenersConfigDump {
 			byName[name] = &adminv3.ListenersConfigDump_DynamicListener{Name: name, ActiveState: state(seen)}
 		}
 	}
+	// ListenerManagerImpl::dumpListenerConfigs: a listener replaced by a full
+	// update or removed shows in draining_state while it drains; with several,
+	// the oldest (Envoy fills the same entry for each, newest first).
+	for _, d := range p.draining {
+		if d.seen.msg == nil {
+			continue
+		}
+		dl := byName[d.name]
+		if dl == nil {
+			dl = &adminv3.ListenersConfigDump_DynamicListener{Name: d.name}
+			byName[d.name] = dl
+		}
+		if dl.DrainingState == nil {
+			dl.DrainingState = state(d.seen)
+		}
+	}
 	for name, le := range p.bindErrors {
 		if le.seen.msg == nil {
 			continue

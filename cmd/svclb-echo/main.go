@@ -2,11 +2,15 @@
 //
 //	svclb-echo serve --listen :8080 --health :8081 --delay-shutdown 30s
 //	svclb-echo dial --to 10.96.0.10:80 --count 10 --interval 100ms --timeout 2s
+//	svclb-echo until-reply --to 10.96.0.10:80 --within 60s --interval 100ms --timeout 1s
+//	svclb-echo lookup --name web.ns.svc.cluster.local. --net udp|tcp --count 5
+//	svclb-echo tls --to 10.96.0.1:443 --server-name kubernetes.default.svc --ca /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
 //	svclb-echo idle   # keeps a client pod up (the image has no shell)
 package main
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -23,7 +27,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: svclb-echo serve|dial|idle [flags]")
+		fmt.Fprintln(os.Stderr, "usage: svclb-echo serve|dial|until-reply|lookup|tls|idle [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -35,10 +39,16 @@ func main() {
 		err = serve(ctx, args, log)
 	case "dial":
 		err = dial(ctx, args)
+	case "until-reply":
+		err = untilReply(ctx, args)
+	case "lookup":
+		err = lookup(ctx, args)
+	case "tls":
+		err = handshake(ctx, args)
 	case "idle", "sleep":
 		<-ctx.Done()
 	default:
-		err = fmt.Errorf("unknown command %q (want serve, dial or idle)", cmd)
+		err = fmt.Errorf("unknown command %q (want serve, dial, until-reply, lookup, tls or idle)", cmd)
 	}
 	if err != nil {
 		log.Error("svclb-echo", "err", err)
@@ -92,4 +102,59 @@ func dial(ctx context.Context, args []string) error {
 			slog.Error("writing a result", "error", err)
 		}
 	})
+}
+
+// printer prints each result as one JSON line.
+func printer[R any]() func(R) {
+	enc := json.NewEncoder(os.Stdout)
+	return func(r R) {
+		if err := enc.Encode(r); err != nil {
+			slog.Error("writing a result", "error", err)
+		}
+	}
+}
+
+func untilReply(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("until-reply", flag.ExitOnError)
+	var o echo.DialOptions
+	fs.StringVar(&o.To, "to", "", "host:port to dial")
+	within := fs.Duration("within", time.Minute, "give up after")
+	fs.DurationVar(&o.Interval, "interval", 100*time.Millisecond, "between attempt starts")
+	fs.DurationVar(&o.Timeout, "timeout", time.Second, "per attempt")
+	fs.Parse(args)
+	return echo.DialUntilReply(ctx, o, *within, printer[echo.Timed]())
+}
+
+func lookup(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("lookup", flag.ExitOnError)
+	var o echo.LookupOptions
+	fs.StringVar(&o.Name, "name", "", "name to resolve (end it with a dot: no search list)")
+	fs.StringVar(&o.Network, "net", "udp", "DNS transport: udp or tcp")
+	fs.IntVar(&o.Count, "count", 1, "attempts")
+	fs.DurationVar(&o.Interval, "interval", 100*time.Millisecond, "between attempt starts")
+	fs.DurationVar(&o.Timeout, "timeout", 5*time.Second, "per attempt")
+	fs.StringVar(&o.Server, "server", "", "host:port instead of resolv.conf's nameservers")
+	fs.Parse(args)
+	return echo.Lookup(ctx, o, printer[echo.LookupResult]())
+}
+
+func handshake(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("tls", flag.ExitOnError)
+	var o echo.HandshakeOptions
+	fs.StringVar(&o.To, "to", "", "host:port to dial")
+	fs.StringVar(&o.ServerName, "server-name", "", "name the server's certificate must carry")
+	ca := fs.String("ca", "", "PEM file of the certificates that may sign it")
+	fs.IntVar(&o.Count, "count", 1, "attempts")
+	fs.DurationVar(&o.Interval, "interval", 100*time.Millisecond, "between attempt starts")
+	fs.DurationVar(&o.Timeout, "timeout", 5*time.Second, "per attempt")
+	fs.Parse(args)
+	pem, err := os.ReadFile(*ca)
+	if err != nil {
+		return fmt.Errorf("tls: -ca: %w", err)
+	}
+	o.Roots = x509.NewCertPool()
+	if !o.Roots.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("tls: -ca %s: no certificate", *ca)
+	}
+	return echo.Handshake(ctx, o, printer[echo.HandshakeResult]())
 }

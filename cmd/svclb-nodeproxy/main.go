@@ -10,19 +10,41 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/aether-mesh/svclb/nodeproxy"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		os.Exit(2) // the flag package printed why
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := nodeproxy.New(o).Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "svclb-nodeproxy:", err)
+		os.Exit(1)
+	}
+}
+
+// parseFlags turns the command line into the proxy's Options.
+func parseFlags(args []string) (nodeproxy.Options, error) {
 	var o nodeproxy.Options
-	flag.StringVar(&o.XDSSocket, "xds-socket", contract.XDSSocket, "the agent's xDS/ALS unix socket (bootstrap cluster "+contract.XDSCluster+")")
-	flag.StringVar(&o.NodeID, "node-id", "", "xDS node id; default "+contract.NodeID("$NODE_NAME"))
-	flag.StringVar(&o.NodeCluster, "node-cluster", contract.NodeCluster, "xDS node cluster")
-	flag.StringVar(&o.AdminAddr, "admin", fmt.Sprintf("127.0.0.1:%d", contract.ProxyAdminPort), "admin address (/stats, /listeners, /ready, /config_dump); empty disables")
-	verbose := flag.Bool("v", false, "debug logging")
-	flag.Parse()
+	fs := flag.NewFlagSet("svclb-nodeproxy", flag.ContinueOnError)
+	fs.StringVar(&o.XDSSocket, "xds-socket", contract.XDSSocket, "the agent's xDS/ALS unix socket (bootstrap cluster "+contract.XDSCluster+")")
+	fs.StringVar(&o.NodeID, "node-id", "", "xDS node id; default "+contract.NodeID("$NODE_NAME"))
+	fs.StringVar(&o.NodeCluster, "node-cluster", contract.NodeCluster, "xDS node cluster")
+	fs.StringVar(&o.AdminAddr, "admin", fmt.Sprintf("127.0.0.1:%d", contract.ProxyAdminPort), "admin address (/stats, /listeners, /ready, /config_dump); empty disables")
+	// Envoy's --drain-time-s (source/server/options_impl.cc, default 600).
+	drainTimeS := fs.Uint("drain-time-s", uint(nodeproxy.DefaultDrainTime/time.Second),
+		"seconds connections on a filter chain changed or removed by an LDS update keep running before they are closed (Envoy's --drain-time-s)")
+	verbose := fs.Bool("v", false, "debug logging")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.DrainTime = drainTime(*drainTimeS)
 	if o.NodeID == "" {
 		o.NodeID = contract.NodeID(os.Getenv("NODE_NAME"))
 	}
@@ -31,10 +53,14 @@ func main() {
 		level = slog.LevelDebug
 	}
 	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := nodeproxy.New(o).Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "svclb-nodeproxy:", err)
-		os.Exit(1)
+	return o, nil
+}
+
+// drainTime maps --drain-time-s to Options.DrainTime, whose 0 is the default
+// and whose negative values are Envoy's 0 (close at the update).
+func drainTime(s uint) time.Duration {
+	if s == 0 {
+		return -1
 	}
+	return time.Duration(s) * time.Second
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/aether-mesh/svclb/internal/netnstest"
 	"github.com/aether-mesh/svclb/internal/testenv"
 	"github.com/aether-mesh/svclb/internal/testenv/prereq"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 // TestRSS is the issue-5 figure: kube-proxy (nftables) vs the agent (and the built-in node proxy
@@ -136,7 +137,7 @@ func TestRSS(t *testing.T) {
 	}, &agentState)
 	rows = append(rows, row{"svclb-agent (proactive CDS)", p.pid, d, agentState})
 	t.Logf("svclb-agent: %s", metrics(t, http.DefaultClient, "http://"+agentHTTP+"/metrics",
-		"svclb_push_duration_seconds_sum", "svclb_push_duration_seconds_count"))
+		contract.MetricPushDuration+"_sum", contract.MetricPushDuration+"_count"))
 
 	p = startProcess(t, dir, "svclb-nodeproxy", exec.Command(filepath.Join(dir, "svclb-nodeproxy"), "--xds-socket="+sock,
 		"--node-id=svclb-node~"+node, "--admin="+proxyAdmin))

@@ -28,8 +28,36 @@ type Port struct {
 }
 
 // ServicePorts lists the svc: clusters a Service gets: every TCP port on every IPv4 cluster IP.
-// Headless and ExternalName Services get none.
+// Headless and ExternalName Services get none, and neither does contract.APIServerService, which
+// stays kube-proxy's (KubeProxyVIPs).
 func ServicePorts(svc *corev1.Service) []Port {
+	if contract.IsAPIServerService(svc.Namespace, svc.Name) {
+		return nil
+	}
+	var out []Port
+	for _, ip := range clusterIPv4s(svc) {
+		for _, p := range svc.Spec.Ports {
+			if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP || p.Port <= 0 || p.Port > 65535 {
+				continue
+			}
+			out = append(out, Port{VIP: ip, Port: uint16(p.Port), Name: p.Name})
+		}
+	}
+	return out
+}
+
+// KubeProxyVIPs are the IPv4 cluster IPs of svc when it is contract.APIServerService (nil
+// otherwise): the addresses a capture listener passes through to kube-proxy even in Phase 1
+// (ListenerOptions.KubeProxyVIPs).
+func KubeProxyVIPs(svc *corev1.Service) []netip.Addr {
+	if svc == nil || !contract.IsAPIServerService(svc.Namespace, svc.Name) {
+		return nil
+	}
+	return clusterIPv4s(svc)
+}
+
+// clusterIPv4s are svc's IPv4 cluster IPs; none for headless and ExternalName Services.
+func clusterIPv4s(svc *corev1.Service) []netip.Addr {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return nil
 	}
@@ -37,18 +65,13 @@ func ServicePorts(svc *corev1.Service) []Port {
 	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
 		ips = []string{svc.Spec.ClusterIP}
 	}
-	var out []Port
+	var out []netip.Addr
 	for _, s := range ips {
 		ip, err := netip.ParseAddr(s)
 		if err != nil || !ip.Is4() {
 			continue // "None" (headless), IPv6
 		}
-		for _, p := range svc.Spec.Ports {
-			if p.Protocol != "" && p.Protocol != corev1.ProtocolTCP || p.Port <= 0 || p.Port > 65535 {
-				continue
-			}
-			out = append(out, Port{VIP: ip, Port: uint16(p.Port), Name: p.Name})
-		}
+		out = append(out, ip)
 	}
 	return out
 }
@@ -80,14 +103,8 @@ func Cluster(name, statName string, clientIPAffinity bool) *clusterv3.Cluster {
 		ConnectTimeout: durationpb.New(ConnectTimeout),
 		LbPolicy:       clusterv3.Cluster_ROUND_ROBIN,
 		// kube-proxy has no panic mode: with no healthy host a connection is refused (UH).
-		CommonLbConfig: &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}},
-		OutlierDetection: &clusterv3.OutlierDetection{
-			SplitExternalLocalOriginErrors:         true,
-			ConsecutiveLocalOriginFailure:          wrapperspb.UInt32(localOriginFailures),
-			EnforcingConsecutiveLocalOriginFailure: wrapperspb.UInt32(100),
-			// Without it a Service with one unreachable backend never ejects it.
-			AlwaysEjectOneHost: wrapperspb.Bool(true),
-		},
+		CommonLbConfig:   &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}},
+		OutlierDetection: outlierDetection(),
 	}
 	if clientIPAffinity {
 		c.LbPolicy = clusterv3.Cluster_RING_HASH
@@ -95,12 +112,35 @@ func Cluster(name, statName string, clientIPAffinity bool) *clusterv3.Cluster {
 	return c
 }
 
+// outlierDetection ejects a host after localOriginFailures failed connects in a row
+// (tcp_proxy reports a failed upstream connect as a local-origin error), and only on them.
+//
+// max_ejection_percent 99 and no always_eject_one_host: Envoy ejects while
+// 100 × (ejected+1) / hosts <= max_ejection_percent (source/common/upstream/outlier_detection_impl.cc
+// DetectorImpl::ejectHost), where hosts counts every host of the cluster, terminating ones and
+// every priority included. With 99 the last host is never ejected, so a one-endpoint Service keeps
+// being tried as kube-proxy would (always_eject_one_host would eject it: UH for 30 s, growing to
+// 300 s), while one of any 2..n hosts can be; at most 99 % of them are ejected at once.
+//
+// enforcing_local_origin_success_rate 0, stated: its default 100 would enable the local-origin
+// success-rate detector, which kube-proxy has no counterpart of and the built-in proxy does not
+// implement (it NACKs the cluster without this field).
+func outlierDetection() *clusterv3.OutlierDetection {
+	return &clusterv3.OutlierDetection{
+		SplitExternalLocalOriginErrors:         true,
+		ConsecutiveLocalOriginFailure:          wrapperspb.UInt32(localOriginFailures),
+		EnforcingConsecutiveLocalOriginFailure: wrapperspb.UInt32(100),
+		EnforcingLocalOriginSuccessRate:        wrapperspb.UInt32(0),
+		MaxEjectionPercent:                     wrapperspb.UInt32(maxEjectionPercent),
+	}
+}
+
 // LoadAssignment groups endpoints into one locality per (priority, zone).
 func LoadAssignment(name string, eps []Endpoint) *endpointv3.ClusterLoadAssignment {
 	cla := &endpointv3.ClusterLoadAssignment{
 		ClusterName: name,
 		Policy: &endpointv3.ClusterLoadAssignment_Policy{
-			OverprovisioningFactor: wrapperspb.UInt32(overprovisioning),
+			OverprovisioningFactor: wrapperspb.UInt32(Overprovisioning),
 		},
 	}
 	var cur *endpointv3.LocalityLbEndpoints

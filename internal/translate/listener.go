@@ -3,6 +3,7 @@ package translate
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -47,6 +48,11 @@ type ListenerOptions struct {
 	Phase1     bool // Service range → cap_svc (else cap_passthrough_svc, "today's build")
 	Phase2     bool // cap_svc reports UH/NC over gRPC ALS
 	OnDemand   bool // cap_svc asks for an unknown svc: cluster over ADS (on-demand CDS mode)
+	// KubeProxyVIPs stay kube-proxy's in every phase (KubeProxyVIPs of
+	// contract.APIServerService): with Phase 1 on, each one in the range gets a /32 that
+	// selects cap_passthrough_svc, on every port, instead of cap_svc, which would find no
+	// svc: cluster for it and refuse the connection.
+	KubeProxyVIPs []netip.Addr
 }
 
 // CaptureListener is the listener bound into one captured pod's network namespace.
@@ -68,30 +74,55 @@ func CaptureListener(pod CapturedPod, o ListenerOptions) *listenerv3.Listener {
 	if !o.RangeKnown || len(o.Range) == 0 {
 		return l // no range: every destination passes through unchanged
 	}
-	svcChain := contract.ChainPassthroughSvc
+	matchers := []*matcherv3.IPMatcher_IPRangeMatcher{rangeMatcher(o.Range, contract.ChainPassthroughSvc)}
+	l.FilterChains = []*listenerv3.FilterChain{passthroughChain(contract.ChainPassthroughSvc)}
 	if o.Phase1 {
-		svcChain = contract.ChainSvc
+		matchers = []*matcherv3.IPMatcher_IPRangeMatcher{rangeMatcher(o.Range, contract.ChainSvc)}
 		l.FilterChains = []*listenerv3.FilterChain{svcFilterChain(o.Phase2, o.OnDemand)}
-	} else {
-		l.FilterChains = []*listenerv3.FilterChain{passthroughChain(contract.ChainPassthroughSvc)}
-	}
-	ranges := make([]*xdscorev3.CidrRange, 0, len(o.Range))
-	for _, p := range o.Range {
-		ranges = append(ranges, &xdscorev3.CidrRange{AddressPrefix: p.Addr().String(), PrefixLen: wrapperspb.UInt32(uint32(p.Bits()))})
+		// The trie matcher tries the longest matching prefix first and takes its action
+		// (source/extensions/common/matcher/trie_matcher.h TrieMatcher::match), so a /32
+		// wins over the Service range it lies in.
+		if vips := kubeProxyHosts(o.Range, o.KubeProxyVIPs); len(vips) > 0 {
+			matchers = append(matchers, rangeMatcher(vips, contract.ChainPassthroughSvc))
+			l.FilterChains = append(l.FilterChains, passthroughChain(contract.ChainPassthroughSvc))
+		}
 	}
 	l.FilterChainMatcher = &matcherv3.Matcher{MatcherType: &matcherv3.Matcher_MatcherTree_{MatcherTree: &matcherv3.Matcher_MatcherTree{
 		Input: &xdscorev3.TypedExtensionConfig{Name: destinationIPInput, TypedConfig: mustAny(&netinputsv3.DestinationIPInput{})},
 		TreeType: &matcherv3.Matcher_MatcherTree_CustomMatch{CustomMatch: &xdscorev3.TypedExtensionConfig{
-			Name: trieMatcher,
-			TypedConfig: mustAny(&matcherv3.IPMatcher{RangeMatchers: []*matcherv3.IPMatcher_IPRangeMatcher{{
-				Ranges: ranges,
-				OnMatch: &matcherv3.Matcher_OnMatch{OnMatch: &matcherv3.Matcher_OnMatch_Action{Action: &xdscorev3.TypedExtensionConfig{
-					Name: svcChain, TypedConfig: mustAny(wrapperspb.String(svcChain)),
-				}}},
-			}}}),
+			Name:        trieMatcher,
+			TypedConfig: mustAny(&matcherv3.IPMatcher{RangeMatchers: matchers}),
 		}},
 	}}}
 	return l
+}
+
+// rangeMatcher sends the destinations in prefixes to chain.
+func rangeMatcher(prefixes []netip.Prefix, chain string) *matcherv3.IPMatcher_IPRangeMatcher {
+	ranges := make([]*xdscorev3.CidrRange, 0, len(prefixes))
+	for _, p := range prefixes {
+		ranges = append(ranges, &xdscorev3.CidrRange{AddressPrefix: p.Addr().String(), PrefixLen: wrapperspb.UInt32(uint32(p.Bits()))})
+	}
+	return &matcherv3.IPMatcher_IPRangeMatcher{
+		Ranges: ranges,
+		OnMatch: &matcherv3.Matcher_OnMatch{OnMatch: &matcherv3.Matcher_OnMatch_Action{Action: &xdscorev3.TypedExtensionConfig{
+			Name: chain, TypedConfig: mustAny(wrapperspb.String(chain)),
+		}}},
+	}
+}
+
+// kubeProxyHosts are the /32s of the vips inside the Service range, sorted and without
+// duplicates; one outside it passes through by the default chain already.
+func kubeProxyHosts(serviceRange []netip.Prefix, vips []netip.Addr) []netip.Prefix {
+	var out []netip.Prefix
+	for _, v := range vips {
+		if !v.Is4() || !slices.ContainsFunc(serviceRange, func(p netip.Prefix) bool { return p.Contains(v) }) {
+			continue
+		}
+		out = append(out, netip.PrefixFrom(v, 32))
+	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	return slices.Compact(out)
 }
 
 func passthroughChain(name string) *listenerv3.FilterChain {
@@ -120,7 +151,9 @@ func svcFilterChain(phase2, onDemand bool) *listenerv3.FilterChain {
 		HashPolicy: []*typev3.HashPolicy{{PolicySpecifier: &typev3.HashPolicy_SourceIp_{SourceIp: &typev3.HashPolicy_SourceIp{}}}},
 	}
 	if onDemand {
-		// Only the ADS config source works for tcp_proxy ODCDS (envoy#24726, #46561).
+		// The ADS config source: Envoy keeps a per-name subscription on the ADS stream for it
+		// (source/common/tcp_proxy/tcp_proxy.cc OnDemandConfig::OnDemandConfig, envoy#43529),
+		// and the agent serves nothing but ADS.
 		tp.OnDemand = &tcpproxyv3.TcpProxy_OnDemand{
 			OdcdsConfig: &corev3.ConfigSource{
 				ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
@@ -156,8 +189,18 @@ func tcpProxy(tp *tcpproxyv3.TcpProxy) *listenerv3.Filter {
 	return &listenerv3.Filter{Name: tcpProxyFilter, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(tp)}}
 }
 
-// PassthroughOriginalDst is the cluster every non-Service destination leaves through, marked so
-// the pod's capture rules do not catch the proxy's own upstream connection again.
+// PassthroughOriginalDst is the cluster every passed-through destination leaves through.
+//
+// Its SO_MARK (contract.ProxyUpstreamMark) is matched in one place only: the first rule of the
+// capture's output chain in the pod's netns (fixtures/capture outputRules), which exempts the
+// proxy's own sockets there. The upstream never crosses that chain: both proxies dial from their
+// own netns, the node's (the listener's network_namespace_filepath binds only the listening
+// socket; Envoy opens an upstream in another netns only when upstream_bind_config says so, by
+// source_address.network_namespace_filepath, envoy#39782, or the linux_network_namespace local
+// address selector, envoy#41950, neither of which the agent emits). So
+// the mark tags the proxy's upstream packets in the host netns, where nothing svclb installs
+// matches it (it lacks kube-proxy's masquerade bit 0x4000), and keeps the capture's exemption
+// right should an upstream ever be opened inside a pod's netns. The svc: clusters carry none.
 func PassthroughOriginalDst() *clusterv3.Cluster {
 	return &clusterv3.Cluster{
 		Name:                 contract.PassthroughCluster,

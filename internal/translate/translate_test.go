@@ -1,6 +1,8 @@
 package translate_test
 
 import (
+	"math"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +16,8 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -139,6 +143,8 @@ func TestServicePorts(t *testing.T) {
 		{"headless", service(func(s *corev1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = "None", []string{"None"} }), nil},
 		{"ExternalName", service(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeExternalName }), nil},
 		{"dual-stack keeps IPv4", service(func(s *corev1.Service) { s.Spec.ClusterIPs = []string{"fd00::10", "10.96.0.11"} }), []string{"svc:10.96.0.11:80"}},
+		{"the apiserver's Service stays kube-proxy's", translatetest.APIServerService(), nil},
+		{"a kubernetes Service elsewhere is an ordinary one", service(func(s *corev1.Service) { s.Name = contract.APIServerName }), []string{"svc:10.96.0.10:80"}},
 		{"UDP ports skipped", service(func(s *corev1.Service) {
 			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
 				corev1.ServicePort{Name: "alt", Port: 81})
@@ -177,12 +183,20 @@ func TestServiceCluster(t *testing.T) {
 	if c.GetCommonLbConfig().GetHealthyPanicThreshold() == nil || c.CommonLbConfig.HealthyPanicThreshold.Value != 0 {
 		t.Error("healthy_panic_threshold must be set to 0 explicitly")
 	}
-	od := c.GetOutlierDetection()
-	if !od.GetSplitExternalLocalOriginErrors() || od.GetConsecutiveLocalOriginFailure().GetValue() == 0 || !od.GetAlwaysEjectOneHost().GetValue() {
-		t.Errorf("outlier detection: %v", od)
+	// Exactly these fields: always_eject_one_host unset (the last host is never ejected),
+	// enforcing_local_origin_success_rate stated as 0 (its default 100 enables a detector).
+	wantOD := &clusterv3.OutlierDetection{
+		SplitExternalLocalOriginErrors:         true,
+		ConsecutiveLocalOriginFailure:          wrapperspb.UInt32(5),
+		EnforcingConsecutiveLocalOriginFailure: wrapperspb.UInt32(100),
+		EnforcingLocalOriginSuccessRate:        wrapperspb.UInt32(0),
+		MaxEjectionPercent:                     wrapperspb.UInt32(99),
 	}
-	if got := l.GetPolicy().GetOverprovisioningFactor().GetValue(); got != 140 {
-		t.Errorf("overprovisioning %d", got)
+	if od := c.GetOutlierDetection(); !proto.Equal(od, wantOD) {
+		t.Errorf("outlier detection:\n got %v\nwant %v", od, wantOD)
+	}
+	if got := l.GetPolicy().GetOverprovisioningFactor().GetValue(); got != 10_000_000 {
+		t.Errorf("overprovisioning %d, want 10^7", got)
 	}
 	if len(l.Endpoints) != 2 || l.Endpoints[0].Priority != 0 || l.Endpoints[1].Priority != 1 {
 		t.Fatalf("bands: %v", l.Endpoints)
@@ -202,6 +216,11 @@ func TestServiceCluster(t *testing.T) {
 
 func onDemand(o translate.ListenerOptions) translate.ListenerOptions {
 	o.OnDemand = true
+	return o
+}
+
+func apiserverVIP(o translate.ListenerOptions, vip string) translate.ListenerOptions {
+	o.KubeProxyVIPs = []netip.Addr{netip.MustParseAddr(vip)}
 	return o
 }
 
@@ -228,6 +247,10 @@ func TestCaptureListener(t *testing.T) {
 		{"range unknown", translate.ListenerOptions{Phase1: true, Phase2: true}, "default=cap_passthrough", "", false},
 		{"on-demand", onDemand(listenerOpts(true, true)), "cap_svc default=cap_passthrough", "cap_svc", true},
 		{"on-demand, phase1 off", onDemand(listenerOpts(false, true)), "cap_passthrough_svc default=cap_passthrough", "cap_passthrough_svc", false},
+		{"apiserver VIP, phase1+2", apiserverVIP(listenerOpts(true, true), "10.96.0.1"), "cap_svc cap_passthrough_svc default=cap_passthrough", "cap_svc,cap_passthrough_svc", true},
+		{"apiserver VIP, on-demand", onDemand(apiserverVIP(listenerOpts(true, true), "10.96.0.1")), "cap_svc cap_passthrough_svc default=cap_passthrough", "cap_svc,cap_passthrough_svc", true},
+		{"apiserver VIP, phase1 off", apiserverVIP(listenerOpts(false, true), "10.96.0.1"), "cap_passthrough_svc default=cap_passthrough", "cap_passthrough_svc", false},
+		{"apiserver VIP outside the range", apiserverVIP(listenerOpts(true, true), "10.97.0.1"), "cap_svc default=cap_passthrough", "cap_svc", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := translate.CaptureListener(pod, tc.opts)
@@ -348,5 +371,33 @@ func TestCheckChanged(t *testing.T) {
 	delete(s.Clusters, cs[0].Name)
 	if err := translate.CheckChanged(s, []string{cs[0].Name}, nil); err == nil {
 		t.Error("deleted cluster whose load assignment stayed accepted")
+	}
+}
+
+// envoyAvailability is a priority band's availability as Envoy computes it (no weights, no
+// degraded hosts): min(100, factor × healthy / total), the product in 64 bits, the result
+// converted to uint32 (load_balancer_impl.cc LoadBalancerBase::recalculatePerPriorityState).
+func envoyAvailability(factor uint32, healthy, total uint64) uint32 {
+	return min(100, uint32(uint64(factor)*healthy/total))
+}
+
+// TestOverprovisioningKeepsBand: with the agent's factor a band with one usable host keeps
+// all the load, up to 10^5 hosts in the band, so terminating and other-zone bands take
+// traffic only when a band has none; Envoy's default would spill at the first ejection.
+func TestOverprovisioningKeepsBand(t *testing.T) {
+	for _, total := range []uint64{1, 2, 3, 10, 1000, 100_000} {
+		if got := envoyAvailability(translate.Overprovisioning, 1, total); got != 100 {
+			t.Errorf("1 usable host of %d: availability %d, want 100", total, got)
+		}
+		if got := envoyAvailability(translate.Overprovisioning, 0, total); got != 0 {
+			t.Errorf("0 usable hosts of %d: availability %d, want 0", total, got)
+		}
+	}
+	// The quotient is at most the factor: it fits the uint32 Envoy converts it to.
+	if uint64(translate.Overprovisioning) > math.MaxUint32 {
+		t.Errorf("factor %d overflows uint32", translate.Overprovisioning)
+	}
+	if got := envoyAvailability(140, 1, 2); got != 70 {
+		t.Errorf("the default factor, 1 of 2 ejected: %d, want 70 (30 %% to the next band)", got)
 	}
 }

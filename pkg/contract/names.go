@@ -1,5 +1,7 @@
 package contract
 
+import "k8s.io/apimachinery/pkg/types"
+
 // Kubernetes objects the suite deploys and the agent and guard read.
 const (
 	// Namespace holds everything svclb deploys as infrastructure.
@@ -63,7 +65,26 @@ const (
 const (
 	// CaptureMark marks a captured pod's outbound TCP for the divert route.
 	CaptureMark = 0xae71
-	// ProxyUpstreamMark is SO_MARK on the proxy's own upstream sockets; the
-	// capture rules leave it alone.
+	// ProxyUpstreamMark is SO_MARK on the passthrough cluster's upstream
+	// sockets. The capture's output chain in a pod's netns exempts it; the
+	// proxies dial from the host netns, so today it only tags their
+	// upstream packets there (translate.PassthroughOriginalDst says more).
 	ProxyUpstreamMark = 0xae7e
 )
+
+// The apiserver's own Service stays on kube-proxy's path (Proposal 044,
+// Non-goals): it never gets a svc: cluster, its ClusterIP passes through the
+// capture listener to kube-proxy's DNAT in every phase, and the guard never
+// cuts it, labelled or not.
+const (
+	APIServerNamespace = "default"
+	APIServerName      = "kubernetes"
+)
+
+// APIServerService is default/kubernetes.
+var APIServerService = types.NamespacedName{Namespace: APIServerNamespace, Name: APIServerName}
+
+// IsAPIServerService reports whether namespace/name is APIServerService.
+func IsAPIServerService(namespace, name string) bool {
+	return namespace == APIServerNamespace && name == APIServerName
+}

@@ -6,7 +6,12 @@
 // A Service is chosen by the label svclb.dev/kube-proxy=deleted (Label,
 // LabelValue: contract.KubeProxyLabel, contract.KubeProxyCut);
 // WatchServices feeds the chosen set to a Guard with client-go.
-// All ports of a chosen Service are guarded. A Service that loses the label
+// All ports of a chosen Service are guarded. The apiserver's Service
+// (contract.APIServerService, default/kubernetes) is never guarded, labelled
+// or not: it stays on kube-proxy's path (Proposal 044, Non-goals), since
+// svclb never gives it a svc: cluster. The guard logs the refusal once and
+// lists it under "refused" in /status; the CLI's delete and watch reject it.
+// A Service that loses the label
 // is no longer guarded; its objects stay deleted until kube-proxy's next
 // full sync restores them. To force one, restart the node's kube-proxy pod
 // (kubectl -n kube-system delete pod -l k8s-app=kube-proxy
@@ -82,6 +87,10 @@
 //	    "lastRedeletion": "2026-11-29T16:00:00Z",  // omitted before the first
 //	    "lastRedeletionLatencySeconds": 0.0021,    // restore observed -> cut committed
 //	    "errors": 0                         // "lastError" once one happened
+//	  }],
+//	  "refused": [{                         // chosen, never cut (Refuse)
+//	    "namespace": "default", "name": "kubernetes",
+//	    "reason": "the apiserver's Service stays on kube-proxy's path (…)"
 //	  }]
 //	}
 //

@@ -53,8 +53,9 @@ type Guard struct {
 
 	mu       sync.Mutex
 	services map[types.NamespacedName]*serviceState
-	observed time.Time // earliest nft event not yet handled by a pass
-	st       Status    // node-level part of Status (Services filled on read)
+	refused  map[types.NamespacedName]string // chosen but never guarded → why
+	observed time.Time                       // earliest nft event not yet handled by a pass
+	st       Status                          // node-level part of Status (Services filled on read)
 
 	kick chan struct{}
 
@@ -92,6 +93,7 @@ func New(o Options) (*Guard, error) {
 		log:      o.Logger,
 		metrics:  newMetrics(),
 		services: map[types.NamespacedName]*serviceState{},
+		refused:  map[types.NamespacedName]string{},
 		kick:     make(chan struct{}, 1),
 	}
 	g.st.Node = o.NodeName
@@ -131,15 +133,35 @@ func (g *Guard) Close() error {
 	return nil
 }
 
+// RefusedAPIServer is why the guard never cuts contract.APIServerService.
+const RefusedAPIServer = "the apiserver's Service stays on kube-proxy's path (Proposal 044, Non-goals); svclb never serves it"
+
+// Refuse says why svc must never be guarded ("" when it may be).
+func Refuse(svc types.NamespacedName) string {
+	if svc == contract.APIServerService {
+		return RefusedAPIServer
+	}
+	return ""
+}
+
 // SetServices replaces the set of chosen Services. A Service that leaves
 // the set is no longer guarded; its objects stay deleted until kube-proxy's
 // next full sync restores them (restart the node's kube-proxy pod to force
-// one).
+// one). A Service Refuse names is never guarded: it is logged once and
+// listed in Status.Refused while it stays chosen.
 func (g *Guard) SetServices(svcs []types.NamespacedName) {
 	g.mu.Lock()
 	want := map[types.NamespacedName]bool{}
+	refused := map[types.NamespacedName]string{}
 	changed := false
 	for _, s := range svcs {
+		if why := Refuse(s); why != "" {
+			if _, said := g.refused[s]; !said {
+				g.log.Warn("refusing to guard Service", "service", s, "reason", why)
+			}
+			refused[s] = why
+			continue
+		}
 		want[s] = true
 		if g.services[s] == nil {
 			g.services[s] = &serviceState{since: time.Now(), state: StateUnknown, deleted: map[ObjectRef]struct{}{}}
@@ -154,6 +176,7 @@ func (g *Guard) SetServices(svcs []types.NamespacedName) {
 			g.log.Info("no longer guarding Service; kube-proxy restores it on its next full sync", "service", s)
 		}
 	}
+	g.refused = refused
 	g.metrics.guarded.Set(float64(len(g.services)))
 	g.mu.Unlock()
 	if changed {

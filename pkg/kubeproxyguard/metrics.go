@@ -3,6 +3,8 @@ package kubeproxyguard
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 // metrics are served at /metrics, prefix svclb_guard_.
@@ -33,7 +35,7 @@ func newMetrics() *metrics {
 			Name: "svclb_guard_redeletions_total", Help: "Cuts after kube-proxy restored a guarded Service."},
 			[]string{"namespace", "service"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "svclb_guard_redeletion_latency_seconds",
+			Name:    contract.MetricGuardRedeletionLatency,
 			Help:    "From observing kube-proxy's restore to the commit of the re-deletion.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5}}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{

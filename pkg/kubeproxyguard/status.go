@@ -34,6 +34,15 @@ type Status struct {
 	LastPass      time.Time       `json:"lastPass"`
 	LastPassError string          `json:"lastPassError,omitempty"`
 	Services      []ServiceStatus `json:"services"`
+	// Refused: chosen Services the guard will not cut (see Refuse).
+	Refused []RefusedService `json:"refused"`
+}
+
+// RefusedService is a chosen Service the guard refuses to cut, and why.
+type RefusedService struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Reason    string `json:"reason"`
 }
 
 // MonitorStatus is the nft event subscription.
@@ -97,6 +106,14 @@ func (g *Guard) Status() Status {
 	}
 	sort.Slice(s.Services, func(i, j int) bool {
 		a, b := s.Services[i], s.Services[j]
+		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
+	})
+	s.Refused = []RefusedService{}
+	for svc, why := range g.refused {
+		s.Refused = append(s.Refused, RefusedService{Namespace: svc.Namespace, Name: svc.Name, Reason: why})
+	}
+	sort.Slice(s.Refused, func(i, j int) bool {
+		a, b := s.Refused[i], s.Refused[j]
 		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
 	})
 	return s

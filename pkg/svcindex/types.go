@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 // Class is what a destination is. The zero value is External.
@@ -26,11 +28,11 @@ const (
 func (c Class) String() string {
 	switch c {
 	case External:
-		return "external"
+		return contract.ReasonExternal
 	case NoService:
-		return "no-service"
+		return contract.ReasonNoService
 	case PortNotDeclared:
-		return "port-not-declared"
+		return contract.ReasonPortNotDeclared
 	case Known:
 		return "known"
 	}

@@ -24,15 +24,8 @@ import (
 	"google.golang.org/grpc"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
-)
-
-// Refusal reasons (the label values of svclb_svc_refused_total).
-const (
-	ReasonNoEndpoints     = "no-endpoints"
-	ReasonPortNotDeclared = "port-not-declared"
-	ReasonNoService       = "no-service"
-	ReasonNotProgrammed   = "not-programmed"
 )
 
 // Index answers what a restored destination is; *svcindex.Index satisfies it.
@@ -83,11 +76,11 @@ func New(ctx context.Context, index Index, reg prometheus.Registerer, log *slog.
 		index: index,
 		log:   log,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svclb_svc_refused_total",
+			Name: contract.MetricSvcRefused,
 			Help: "Captured connections to the Service range the node proxy refused, by reason and Service.",
-		}, []string{"reason", "namespace", "service"}),
+		}, []string{contract.LabelReason, contract.LabelNamespace, contract.LabelService}),
 		nacks: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "svclb_xds_nacks_total", Help: "xDS updates the node proxy rejected.",
+			Name: contract.MetricXDSNacks, Help: "xDS updates the node proxy rejected.",
 		}),
 	}
 	for _, c := range []prometheus.Collector{s.refused, s.nacks} {
@@ -219,16 +212,16 @@ func (s *Server) Classify(e *accesslogdatav3.TCPAccessLogEntry) (r Refusal, ok b
 	res := s.index.Lookup(r.Destination)
 	switch {
 	case cp.GetResponseFlags().GetNoHealthyUpstream():
-		r.Flag, r.Reason, r.Service = "UH", ReasonNoEndpoints, res.Service
+		r.Flag, r.Reason, r.Service = "UH", contract.ReasonNoEndpoints, res.Service
 	case cp.GetResponseFlags().GetNoClusterFound():
 		r.Flag = "NC"
 		switch res.Class {
 		case svcindex.PortNotDeclared:
-			r.Reason, r.Service = ReasonPortNotDeclared, res.Service
+			r.Reason, r.Service = contract.ReasonPortNotDeclared, res.Service
 		case svcindex.Known:
-			r.Reason, r.Service = ReasonNotProgrammed, res.Service
+			r.Reason, r.Service = contract.ReasonNotProgrammed, res.Service
 		default: // NoService; External only if the range moved under the proxy
-			r.Reason = ReasonNoService
+			r.Reason = contract.ReasonNoService
 		}
 	default:
 		return r, false
@@ -238,8 +231,9 @@ func (s *Server) Classify(e *accesslogdatav3.TCPAccessLogEntry) (r Refusal, ok b
 
 func (s *Server) record(r Refusal) {
 	s.refused.WithLabelValues(r.Reason, r.Service.Namespace, r.Service.Name).Inc()
-	s.log.Info("connection refused", "reason", r.Reason, "namespace", r.Service.Namespace, "service", r.Service.Name,
-		"destination", r.Destination.String(), "source", r.Source.String(), "flag", r.Flag, "cluster", r.Cluster)
+	s.log.Info(contract.LogRefusal, contract.LogKeyReason, r.Reason, contract.LogKeyNamespace, r.Service.Namespace,
+		contract.LogKeyService, r.Service.Name, contract.LogKeyDestination, r.Destination.String(), contract.LogKeySource, r.Source.String(),
+		contract.LogKeyFlag, r.Flag, contract.LogKeyCluster, r.Cluster)
 }
 
 type als struct {

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
 )
 
@@ -213,7 +214,7 @@ func TestALSRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = st.Send(&accesslogv3.StreamAccessLogsMessage{
-		Identifier: &accesslogv3.StreamAccessLogsMessage_Identifier{LogName: "svclb_refusals"},
+		Identifier: &accesslogv3.StreamAccessLogsMessage_Identifier{LogName: contract.RefusalLogName},
 		LogEntries: &accesslogv3.StreamAccessLogsMessage_TcpLogs{TcpLogs: &accesslogv3.StreamAccessLogsMessage_TCPAccessLogEntries{
 			LogEntry: []*accesslogdatav3.TCPAccessLogEntry{
 				entry("10.96.0.10:80", true, false),  // UH on a known port
@@ -235,10 +236,10 @@ func TestALSRefusals(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{[]string{ReasonNoEndpoints, "ns", "web"}, 2},
-		{[]string{ReasonPortNotDeclared, "ns", "web"}, 1},
-		{[]string{ReasonNoService, "", ""}, 1},
-		{[]string{ReasonNotProgrammed, "ns", "web"}, 1},
+		{[]string{contract.ReasonNoEndpoints, "ns", "web"}, 2},
+		{[]string{contract.ReasonPortNotDeclared, "ns", "web"}, 1},
+		{[]string{contract.ReasonNoService, "", ""}, 1},
+		{[]string{contract.ReasonNotProgrammed, "ns", "web"}, 1},
 	} {
 		mfs, err := reg.Gather()
 		if err != nil {
@@ -246,7 +247,7 @@ func TestALSRefusals(t *testing.T) {
 		}
 		got := 0.0
 		for _, mf := range mfs {
-			if mf.GetName() != "svclb_svc_refused_total" {
+			if mf.GetName() != contract.MetricSvcRefused {
 				continue
 			}
 			for _, m := range mf.Metric {
@@ -254,18 +255,18 @@ func TestALSRefusals(t *testing.T) {
 				for _, lp := range m.Label {
 					l[lp.GetName()] = lp.GetValue()
 				}
-				if l["reason"] == tc.labels[0] && l["namespace"] == tc.labels[1] && l["service"] == tc.labels[2] {
+				if l[contract.LabelReason] == tc.labels[0] && l[contract.LabelNamespace] == tc.labels[1] && l[contract.LabelService] == tc.labels[2] {
 					got = m.GetCounter().GetValue()
 				}
 			}
 		}
 		if got != tc.want {
-			t.Errorf("svclb_svc_refused_total%v = %v, want %v", tc.labels, got, tc.want)
+			t.Errorf("%s%v = %v, want %v", contract.MetricSvcRefused, tc.labels, got, tc.want)
 		}
 	}
 	mfs, _ := reg.Gather()
 	for _, mf := range mfs {
-		if mf.GetName() == "svclb_svc_refused_total" && len(mf.Metric) != 4 {
+		if mf.GetName() == contract.MetricSvcRefused && len(mf.Metric) != 4 {
 			t.Errorf("%d series, want 4", len(mf.Metric))
 		}
 	}

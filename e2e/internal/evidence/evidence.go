@@ -52,8 +52,20 @@ type Run struct {
 
 	// Backends counts replies per backend pod ("pod@node/zone").
 	Backends map[string]int `json:"backends,omitempty"`
+	// Flows are the same attempts per client node and destination (Tally).
+	Flows []Flow `json:"flows,omitempty"`
 	// Counters holds metric deltas over the run, keyed by series.
 	Counters map[string]float64 `json:"counters,omitempty"`
+	// Checks are the counters the suite read on every node around the run
+	// (the node proxy's stats, the agent's refusals, its refusal log) and
+	// what red and green require of each (ApplyChecks).
+	Checks []Check `json:"checks,omitempty"`
+	// Cuts are, per cut Service the leg dials, kube-proxy's objects of it on
+	// every node before and after the run (CutHeld).
+	Cuts []Cut `json:"cuts,omitempty"`
+	// Refusals are records of the agent's refusal log: one per refused
+	// target the leg declares, the first the agent logged in the run.
+	Refusals []Refusal `json:"refusals,omitempty"`
 	// Timeline is the ordered record of a leg that changes state while it
 	// measures (drain).
 	Timeline []Sample `json:"timeline,omitempty"`
@@ -98,28 +110,84 @@ type Leg struct {
 	Verdict    Verdict       `json:"verdict"`
 	Reason     string        `json:"reason"`
 	Duration   time.Duration `json:"duration"`
+	// Chance says what in the leg can fail by chance: the per-attempt
+	// timeout and why, the false-failure odds of a statistical check.
+	Chance string `json:"chance,omitempty"`
+	// Dialled are the targets whose evidence the suite gathered (the leg's
+	// declared Services and addresses).
+	Dialled []string `json:"dialled,omitempty"`
 }
 
 // Judge combines the two runs. Order matters: a red run that looks green
-// proves nothing whatever the green run says.
+// proves nothing whatever the green run says; a run during which
+// kube-proxy restored a Service the leg needs cut observed another setup,
+// so it is incomplete whatever it saw.
 func Judge(red, green *Run) (Verdict, string) {
+	if v, reason, ok := judgeCuts(red, green); !ok {
+		return v, reason
+	}
 	switch {
-	case red == nil:
-		return Incomplete, "no red run"
-	case red.Error != "":
-		return Incomplete, "red run: " + red.Error
 	case red.MetGreen:
-		return ProvesNothing, "green with the agent off: " + red.Summary
+		return ProvesNothing, "green with the agent off: " + red.Summary + failing(red, Green)
 	case !red.MetRed:
-		return RedUnexpected, "red run did not show the expected failure: " + red.Summary
-	case green == nil:
-		return Incomplete, "no green run"
+		return RedUnexpected, "red run did not show the expected failure: " + red.Summary + failing(red, Red)
 	case green.Error != "":
 		return GreenFailed, "green run: " + green.Error
 	case !green.MetGreen:
-		return GreenFailed, green.Summary
+		return GreenFailed, green.Summary + failing(green, Green)
 	}
 	return Pass, "red as expected, green as required"
+}
+
+// JudgeControl judges a control leg (passthrough): its red and green must
+// both meet the green condition.
+func JudgeControl(red, green *Run) (Verdict, string) {
+	if v, reason, ok := judgeCuts(red, green); !ok {
+		return v, reason
+	}
+	switch {
+	case !red.MetGreen:
+		return RedUnexpected, "control leg: red must already be unchanged traffic: " + red.Summary + failing(red, Green)
+	case green.Error != "" || !green.MetGreen:
+		return GreenFailed, green.Summary + green.Error + failing(green, Green)
+	}
+	return Pass, "control: unchanged with the agent off and on"
+}
+
+// judgeCuts is what both judgements check first: both runs there, the red
+// one observed, and kube-proxy kept out of both. ok is false with the
+// verdict when not.
+func judgeCuts(red, green *Run) (Verdict, string, bool) {
+	switch {
+	case red == nil:
+		return Incomplete, "no red run", false
+	case red.Error != "":
+		return Incomplete, "red run: " + red.Error, false
+	}
+	if held, why := red.CutHeld(); !held {
+		return Incomplete, "red run: " + why, false
+	}
+	if green == nil {
+		return Incomplete, "no green run", false
+	}
+	if held, why := green.CutHeld(); !held {
+		return Incomplete, "green run: " + why, false
+	}
+	return "", "", true
+}
+
+// failing names the checks of r that the condition of mode rejects, for a
+// verdict's reason ("" when none).
+func failing(r *Run, mode Mode) string {
+	fs := r.Failing(mode)
+	if len(fs) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(fs))
+	for _, c := range fs {
+		parts = append(parts, c.String(mode))
+	}
+	return "; " + string(mode) + " needs: " + strings.Join(parts, ", ")
 }
 
 // Env describes what the legs ran against.
@@ -235,10 +303,23 @@ type Set struct {
 	Failure string
 }
 
-// LegOrder is the order of the legs in docs/design.md and e2e/doc.go; the report follows it.
+// LegLabel is the Ginkgo label every leg's container carries besides the
+// leg's name: the report tells legs from other specs by it.
+const LegLabel = "leg"
+
+// LegOrder is the order of the legs in docs/design.md and e2e/doc.go; the
+// suite runs them in it and the report follows it. A leg it does not list
+// comes after these, by name.
 var LegOrder = []string{
 	"reach", "reach-after-resync", "refuse-no-endpoints", "refuse-port-not-declared",
 	"refuse-no-service", "drain", "affinity", "itp-local", "topology", "passthrough",
+	// Attribution and the Service lifecycle.
+	"attribution", "phase0-split", "named-port", "outlier", "recreate", "new-service",
+	// Control legs: what svclb leaves to kube-proxy.
+	"apiserver", "dns",
+	// Disruptive last: range-grows adds and removes a ServiceCIDR (every
+	// agent's Service range), on-demand restarts a node pod.
+	"range-grows",
 	"on-demand", // not in the design's first legs: the on-demand CDS mode (docs/architecture.md)
 	"enroll",    // issue 14: enrollment by namespace through svclb-cni (docs/enrollment.md)
 }

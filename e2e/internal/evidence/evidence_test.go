@@ -1,13 +1,17 @@
 package evidence
 
 import (
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
 
 func TestJudge(t *testing.T) {
+	held := Cut{Service: "legs/reach", Before: map[string]int{"w1": 0}, After: map[string]int{"w1": 0}}
+	restored := Cut{Service: "legs/reach", Before: map[string]int{"w1": 0}, After: map[string]int{"w1": 0}, Redeletions: map[string]int{"w1": 1}}
 	redOK := &Run{Mode: Red, MetRed: true}
 	greenOK := &Run{Mode: Green, MetGreen: true}
 	cases := []struct {
@@ -25,6 +29,10 @@ func TestJudge(t *testing.T) {
 		{"red error", &Run{Mode: Red, Error: "exec failed"}, greenOK, Incomplete},
 		{"no red", nil, greenOK, Incomplete},
 		{"no green", redOK, nil, Incomplete},
+		// kube-proxy restored a cut Service: the run measured kube-proxy.
+		{"restored during red", &Run{Mode: Red, MetRed: true, Cuts: []Cut{restored}}, greenOK, Incomplete},
+		{"restored during green", redOK, &Run{Mode: Green, MetGreen: true, Cuts: []Cut{restored}}, Incomplete},
+		{"held through both", &Run{Mode: Red, MetRed: true, Cuts: []Cut{held}}, &Run{Mode: Green, MetGreen: true, Cuts: []Cut{held}}, Pass},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -36,6 +44,137 @@ func TestJudge(t *testing.T) {
 				t.Fatalf("Failed() = %v for %q", got.Failed(), got)
 			}
 		})
+	}
+}
+
+func TestJudgeControl(t *testing.T) {
+	unchanged := func(mode Mode) *Run { return &Run{Mode: mode, MetGreen: true, MetRed: true} }
+	for _, c := range []struct {
+		name       string
+		red, green *Run
+		want       Verdict
+	}{
+		{"unchanged in both", unchanged(Red), unchanged(Green), Pass},
+		{"red changed", &Run{Mode: Red}, unchanged(Green), RedUnexpected},
+		{"green broke", unchanged(Red), &Run{Mode: Green}, GreenFailed},
+		{"green error", unchanged(Red), &Run{Mode: Green, MetGreen: true, Error: "exec"}, GreenFailed},
+		{"no green", unchanged(Red), nil, Incomplete},
+		{"red error", &Run{Mode: Red, Error: "exec"}, unchanged(Green), Incomplete},
+	} {
+		if got, reason := JudgeControl(c.red, c.green); got != c.want {
+			t.Errorf("%s: JudgeControl = %q (%s), want %q", c.name, got, reason, c.want)
+		}
+	}
+}
+
+func TestCutHeld(t *testing.T) {
+	cases := []struct {
+		name string
+		cut  Cut
+		held bool
+		why  string
+	}{
+		{"cut before and after", Cut{Service: "l/s", Before: map[string]int{"a": 0, "b": 0}, After: map[string]int{"a": 0, "b": 0}}, true, ""},
+		{"objects after", Cut{Service: "l/s", Before: map[string]int{"a": 0}, After: map[string]int{"a": 4}}, false, "4 kube-proxy objects routing it on a after the run"},
+		{"objects before", Cut{Service: "l/s", Before: map[string]int{"b": 2}, After: map[string]int{"b": 0}}, false, "2 kube-proxy objects routing it on b before the run"},
+		// kube-proxy's syncs rewrite its objects and the guard cuts them
+		// again within milliseconds: the guard working, the cut held.
+		{"restored by a sync, re-cut at once", Cut{Service: "l/s", Before: map[string]int{"a": 0}, After: map[string]int{"a": 0},
+			Redeletions: map[string]int{"a": 2}, SlowestRedeletion: map[string]float64{"a": 0.005}}, true, ""},
+		// A restore between the two readings that stood a second: nft
+		// alone would not show it.
+		{"restored, re-cut late", Cut{Service: "l/s", Before: map[string]int{"a": 0}, After: map[string]int{"a": 0},
+			Redeletions: map[string]int{"a": 2}, SlowestRedeletion: map[string]float64{"a": 2}}, false, "restored 2× on a during the run, one standing up to 2s"},
+		{"restored, re-cut beyond the histogram", Cut{Service: "l/s", Before: map[string]int{"a": 0}, After: map[string]int{"a": 0},
+			Redeletions: map[string]int{"a": 1}, SlowestRedeletion: map[string]float64{"a": math.Inf(1)}}, false, "beyond the histogram's last bucket"},
+		{"restored, latency unknown", Cut{Service: "l/s", Before: map[string]int{"a": 0}, After: map[string]int{"a": 0}, Redeletions: map[string]int{"a": 1}},
+			false, "re-cut after an unknown time"},
+		// reach-after-resync restarts kube-proxy on purpose.
+		{"expected restore", Cut{Service: "l/s", Before: map[string]int{"a": 0}, After: map[string]int{"a": 0}, Redeletions: map[string]int{"a": 1}, RestoreExpected: true}, true, ""},
+		{"expected restore, not re-cut", Cut{Service: "l/s", Before: map[string]int{"a": 0}, After: map[string]int{"a": 3}, Redeletions: map[string]int{"a": 1}, RestoreExpected: true},
+			false, "3 kube-proxy objects routing it on a after the run"},
+	}
+	for _, c := range cases {
+		held, why := c.cut.Held()
+		if held != c.held || !strings.Contains(why, c.why) || (c.held && why != "") {
+			t.Errorf("%s: Held() = %v, %q; want %v, %q", c.name, held, why, c.held, c.why)
+		}
+		r := &Run{Cuts: []Cut{c.cut}}
+		if h, _ := r.CutHeld(); h != c.held {
+			t.Errorf("%s: CutHeld() = %v", c.name, h)
+		}
+	}
+	fast := Cut{Service: "l/s", Redeletions: map[string]int{"a": 2, "b": 0}, SlowestRedeletion: map[string]float64{"a": 0.005}}
+	if got := fast.Restores(); got != "kube-proxy's syncs restored l/s 2× on a (re-cut within 5ms) and the guard cut it again" {
+		t.Errorf("Restores() = %q", got)
+	}
+	if h, why := (&Run{}).CutHeld(); !h || why != "" {
+		t.Errorf("a run without cut Services: CutHeld() = %v, %q", h, why)
+	}
+}
+
+func TestApplyChecks(t *testing.T) {
+	// A reach-like node: green wants the svc: chain and cluster, red the passthrough.
+	checks := func(svc, pass, cluster float64) []Check {
+		return []Check{
+			{Node: "w1", What: "tcp.cap_svc.downstream_cx_total", Got: svc, Green: AtLeast(10), Red: Exactly(0)},
+			{Node: "w1", What: "tcp.cap_passthrough_svc.downstream_cx_total", Got: pass, Green: Exactly(0), Red: AtLeast(10)},
+			{Node: "w1", What: "cluster.svc.l.s.80.upstream_cx_total", Got: cluster, Green: AtLeast(10), Red: Exactly(0)},
+			{Node: "w1", What: "tcp.cap_svc.downstream_cx_no_route", Got: 0, Green: Exactly(0)},
+		}
+	}
+	for _, c := range []struct {
+		name                   string
+		metRed, metGreen       bool
+		checks                 []Check
+		wantRed, wantGreen     bool
+		failingRed, failingGrn int
+	}{
+		{"green path", false, true, checks(10, 0, 10), false, true, 3, 0},
+		{"red path", true, false, checks(0, 10, 0), true, false, 0, 3},
+		// Replies alone are not green: they came through kube-proxy.
+		{"replies through the passthrough", true, true, checks(0, 10, 0), true, false, 0, 3},
+		{"svc chain but no cluster", false, true, checks(10, 0, 3), false, false, 3, 1},
+		{"the leg's own measure said no", false, false, checks(10, 0, 10), false, false, 3, 0},
+		{"no checks", true, true, nil, true, true, 0, 0},
+	} {
+		r := &Run{MetRed: c.metRed, MetGreen: c.metGreen, Checks: c.checks}
+		r.ApplyChecks()
+		if r.MetRed != c.wantRed || r.MetGreen != c.wantGreen {
+			t.Errorf("%s: MetRed %v MetGreen %v, want %v %v", c.name, r.MetRed, r.MetGreen, c.wantRed, c.wantGreen)
+		}
+		if n := len(r.Failing(Red)); n != c.failingRed {
+			t.Errorf("%s: %d checks fail red, want %d", c.name, n, c.failingRed)
+		}
+		if n := len(r.Failing(Green)); n != c.failingGrn {
+			t.Errorf("%s: %d checks fail green, want %d", c.name, n, c.failingGrn)
+		}
+	}
+	// The verdict's reason names what failed.
+	red := &Run{Mode: Red, MetRed: true, Checks: checks(0, 10, 0)}
+	green := &Run{Mode: Green, MetGreen: true, Summary: "10/10 replies", Checks: checks(10, 0, 3)}
+	red.ApplyChecks()
+	green.ApplyChecks()
+	v, reason := Judge(red, green)
+	if v != GreenFailed || !strings.Contains(reason, "w1: cluster.svc.l.s.80.upstream_cx_total +3 (green wants ≥ 10)") {
+		t.Errorf("Judge = %q, %q", v, reason)
+	}
+}
+
+func TestWant(t *testing.T) {
+	for _, c := range []struct {
+		w    Want
+		got  float64
+		ok   bool
+		text string
+	}{
+		{AtLeast(3), 3, true, "≥ 3"}, {AtLeast(3), 2, false, "≥ 3"},
+		{Exactly(0), 0, true, "= 0"}, {Exactly(0), 1, false, "= 0"}, {Exactly(2.5), 2.5, true, "= 2.5"},
+		{Want{}, -7, true, "—"},
+	} {
+		if c.w.Holds(c.got) != c.ok || c.w.String() != c.text {
+			t.Errorf("%+v on %g: Holds %v String %q, want %v %q", c.w, c.got, c.w.Holds(c.got), c.w.String(), c.ok, c.text)
+		}
 	}
 }
 

@@ -1,8 +1,16 @@
-// Package measure holds the measurements several legs share: dialling a
-// target from every meshed client into a run's counts (FromEveryClient), and
-// the refusal run of the three refusal legs (Refusal: every client dials the
-// target at once, and green is the node proxy's refusal of every attempt —
-// accepted, then closed: never ECONNREFUSED from the host — with the agent's
-// svclb_svc_refused_total{reason, namespace, service} rising by exactly the
-// number of attempts and no other reason counted for that Service).
+// Package measure holds what the legs share beyond a single leg.
+//
+// Dialling: FromEveryClient dials a target from every meshed client into a
+// run's counts; Refusal is the run of the refusal legs (every client dials
+// the target at once; green is the node proxy's refusal of every attempt —
+// accepted, then closed: never ECONNREFUSED from the host).
+//
+// Evidence around each run, for the targets a leg declares (Dialled):
+// WaitProgrammed waits until every node's proxy serves what its agent emits
+// (the signal a Phase flip or an EndpointSlice change took effect); a Probe
+// reads every node's proxy stats and agent refusals before and after the
+// run, waits until they account for the run's attempts, and turns them into
+// the run's checks (buildChecks), reads the agent's refusal log
+// (ReadRefusals) and kube-proxy's hold on the cut Services before and after
+// (the run's Cuts).
 package measure

@@ -84,14 +84,34 @@ func skipped(s types.SpecReport) bool {
 	return s.State.Is(types.SpecStateSkipped | types.SpecStatePending)
 }
 
-// legOf returns the leg label of a spec: the first of its labels that names a leg.
+// legOf returns the leg a spec belongs to: with evidence.LegLabel among its
+// labels, its other label (the leg's name, whether LegOrder lists it or
+// not); else, for reports of suites older than the label, the first label
+// that LegOrder lists.
 func legOf(s types.SpecReport) string {
-	for _, l := range s.Labels() {
+	labels := s.Labels()
+	if slices.Contains(labels, evidence.LegLabel) {
+		for _, l := range labels {
+			if l != evidence.LegLabel {
+				return l
+			}
+		}
+	}
+	for _, l := range labels {
 		if slices.Contains(evidence.LegOrder, l) {
 			return l
 		}
 	}
 	return ""
+}
+
+// byRank orders legs as e2e/doc.go lists them (evidence.LegOrder), unknown
+// ones last by name: the order the suite runs them in.
+func byRank(a, b string) int {
+	if d := legRank(a) - legRank(b); d != 0 {
+		return d
+	}
+	return strings.Compare(a, b)
 }
 
 // legRank orders legs as e2e/doc.go lists them (evidence.LegOrder), unknown ones last.

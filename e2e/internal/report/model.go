@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onsi/ginkgo/v2/types"
+
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 )
 
@@ -52,6 +54,15 @@ type Leg struct {
 	File       string
 	Duration   string
 	Red, Green Side
+	// Cut is kube-proxy's cut of the leg's Services through both runs:
+	// "red ✓ / green ✓", a ✗ where kube-proxy restored one, "—" when the
+	// leg dials no cut Service.
+	Cut string
+	// Chance is what in the leg can fail by chance (per-attempt timeout,
+	// false-failure odds), as the leg states it.
+	Chance string
+	// Dialled are the targets the suite gathered evidence for.
+	Dialled string
 	// Evidence is both runs' evidence on one line (report.md's cell).
 	Evidence string
 }
@@ -72,7 +83,21 @@ type Side struct {
 	Duration string
 	Attempts int
 	// Evidence is what the run recorded beyond its summary, an item a line.
-	Evidence                     []string
+	Evidence []string
+	// Cut is kube-proxy's hold on the leg's cut Services: "✓ cut …", "✗ …",
+	// "" when it dials none.
+	Cut string
+	// Clients are the attempts per client node (and destination), with the
+	// backends that answered: where a reply came from is what topology and
+	// itp-local are about.
+	Clients []string
+	// Checks are the counters read per node around the run against what
+	// this run's mode requires, a node a line; ChecksOK of ChecksAll hold.
+	Checks              []string
+	ChecksOK, ChecksAll int
+	// Refusals are the agent's records of refused connections, one per
+	// target the leg expects refused.
+	Refusals                     []string
 	Outcomes, Backends, Timeline *Chart
 }
 
@@ -102,7 +127,7 @@ func Build(in Input) Report {
 		Failures:      in.failures(),
 		SuiteFailures: in.suiteFailures(),
 	}
-	r.Legs = legsOf(in, r.Selection)
+	r.Legs = legsOf(in, r.Selection, zoneOf(in.Evidence))
 	r.Passed = passed(r.Selection, r.Legs, r.Failures, r.SuiteFailures)
 	r.Status = "FAILED"
 	if r.Passed {
@@ -149,7 +174,7 @@ func envOf(s *evidence.Set) Env {
 // legsOf gives a row to every leg with evidence, every selected leg and
 // every leg spec that ran: a leg that failed before it wrote evidence, or
 // never ran, must still show (and fail).
-func legsOf(in Input, sel Selection) []Leg {
+func legsOf(in Input, sel Selection, zone func(string) string) []Leg {
 	ev := map[string]*evidence.Leg{}
 	if in.Evidence != nil {
 		for _, l := range in.Evidence.Legs {
@@ -171,17 +196,20 @@ func legsOf(in Input, sel Selection) []Leg {
 			add(n)
 		}
 	}
-	slices.SortStableFunc(names, func(a, b string) int {
-		if d := legRank(a) - legRank(b); d != 0 {
-			return d
-		}
-		return strings.Compare(a, b)
-	})
+	slices.SortStableFunc(names, byRank)
 	out := make([]Leg, 0, len(names))
 	for _, n := range names {
 		if l, ok := ev[n]; ok {
-			row := legRow(l)
+			row := legRow(l, zone)
 			row.Selected = slices.Contains(sel.Legs, n)
+			// Evidence that passed does not pass a leg whose spec then
+			// failed (restoring the agent's config, a timeout after it
+			// wrote): every selected leg must have run and passed.
+			if s, ok := specs[n]; ok && !row.Failed && s.State.Is(types.SpecStateFailureStates) {
+				row.Failed, row.Verdict = true, "failed"
+				row.Reason = "its evidence passed, but its spec " + missingReason(s)
+				row.VerdictText = row.Verdict + ": " + row.Reason
+			}
 			out = append(out, row)
 			continue
 		}
@@ -191,22 +219,22 @@ func legsOf(in Input, sel Selection) []Leg {
 			reason = missingReason(s)
 		}
 		out = append(out, Leg{Name: n, Verdict: string(evidence.Incomplete), Failed: true, Reason: reason, Selected: slices.Contains(sel.Legs, n),
-			VerdictText: string(evidence.Incomplete) + ": " + reason, Duration: fmtDur(s.RunTime),
+			VerdictText: string(evidence.Incomplete) + ": " + reason, Duration: fmtDur(s.RunTime), Cut: "—",
 			Red: Side{Mode: string(evidence.Red), Text: "—"}, Green: Side{Mode: string(evidence.Green), Text: "—"}})
 	}
 	return out
 }
 
-func legRow(l *evidence.Leg) Leg {
+func legRow(l *evidence.Leg, zone func(string) string) Leg {
 	out := Leg{Name: l.Name, Verdict: string(l.Verdict), Failed: l.Verdict.Failed(), Reason: l.Reason,
 		VerdictText: string(l.Verdict), Setup: l.Setup, HasEvidence: true, File: "legs/" + l.Name + ".json",
-		Duration: fmtDur(l.Duration)}
+		Duration: fmtDur(l.Duration), Chance: l.Chance, Dialled: strings.Join(l.Dialled, "; "), Cut: legCut(l.Red, l.Green)}
 	if out.Failed && l.Reason != "" {
 		out.VerdictText += ": " + l.Reason
 	}
 	sc := scalesOf(l)
-	out.Red = sideOf(evidence.Red, l.Red, l.RedExpect, l.Verdict, sc)
-	out.Green = sideOf(evidence.Green, l.Green, l.GreenMeans, l.Verdict, sc)
+	out.Red = sideOf(evidence.Red, l.Red, l.RedExpect, l.Verdict, sc, zone)
+	out.Green = sideOf(evidence.Green, l.Green, l.GreenMeans, l.Verdict, sc, zone)
 	out.Evidence = evidenceLine(out.Red, out.Green)
 	return out
 }
@@ -238,14 +266,18 @@ func scalesOf(l *evidence.Leg) scales {
 
 var agent = map[evidence.Mode]string{evidence.Red: "off", evidence.Green: "on"}
 
-func sideOf(mode evidence.Mode, r *evidence.Run, means string, v evidence.Verdict, sc scales) Side {
+func sideOf(mode evidence.Mode, r *evidence.Run, means string, v evidence.Verdict, sc scales, zone func(string) string) Side {
 	s := Side{Mode: string(mode), Title: fmt.Sprintf("%s (agent %s)", mode, agent[mode]), Means: means, Text: "not run"}
 	if r == nil {
 		return s
 	}
 	s.Ran, s.Summary, s.Error, s.Attempts = true, r.Summary, r.Error, r.Attempts
 	s.Duration = r.Duration.Round(100 * time.Millisecond).String()
-	s.Evidence = evidenceParts(r)
+	s.Cut = cutText(r)
+	s.Clients = clientLines(r, zone)
+	s.Checks, s.ChecksOK, s.ChecksAll = checkLines(r)
+	s.Refusals = refusalLines(r)
+	s.Evidence = evidenceParts(r, s)
 	if r.Error != "" {
 		s.Mark, s.Text = "✗ error", "error: "+r.Error
 	} else {
@@ -256,6 +288,17 @@ func sideOf(mode evidence.Mode, r *evidence.Run, means string, v evidence.Verdic
 	s.Backends = backendChart(r, sc.backends, sc.replies)
 	s.Timeline = timelineChart(r, sc.rows, sc.end)
 	return s
+}
+
+// zoneOf names a node's zone from the evidence's environment.
+func zoneOf(s *evidence.Set) func(string) string {
+	zones := map[string]string{}
+	if s != nil && s.Env != nil {
+		for _, n := range s.Env.Nodes {
+			zones[n.Name] = n.Zone
+		}
+	}
+	return func(node string) string { return zones[node] }
 }
 
 func programmingOf(p *evidence.Programming) *Programming {

@@ -46,7 +46,7 @@ func selectionOf(in Input) Selection {
 			}
 		}
 	}
-	slices.SortStableFunc(sel.Legs, func(a, b string) int { return legRank(a) - legRank(b) })
+	slices.SortStableFunc(sel.Legs, byRank)
 	return sel
 }
 

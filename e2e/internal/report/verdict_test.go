@@ -2,6 +2,7 @@ package report
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/onsi/ginkgo/v2/types"
@@ -59,6 +60,10 @@ func TestVerdict(t *testing.T) {
 				g[0].SpecialSuiteFailureReasons = []string{"Interrupted by User"}
 				return g
 			}()},
+		// Passing evidence does not pass a leg whose spec then failed
+		// (restoring the agent's config failed after the leg wrote).
+		{name: "evidence passed, spec failed after", legs: []*evidence.Leg{reach},
+			ginkgo: ginkgoRun("reach", map[string]types.SpecState{"reach": failed}), wantRow: "reach", wantVerdict: "failed"},
 		{name: "failed evidence of a leg outside the selection", legs: []*evidence.Leg{reach, leg("drain", run(evidence.Red, false, true), greenOK, "")},
 			ginkgo: ginkgoRun("reach", map[string]types.SpecState{"reach": ran, "drain": skipped}), wantRow: "drain", wantVerdict: "proves nothing", unselected: true},
 	}
@@ -113,6 +118,94 @@ func TestSelection(t *testing.T) {
 	}
 	if sel := selectionOf(Input{}); sel.Recorded {
 		t.Error("no Ginkgo report: the selection is not recorded")
+	}
+}
+
+// TestNewLegSelected: a leg LegOrder does not list is still a leg when its
+// spec carries evidence.LegLabel: selected, ordered after the listed ones,
+// and failing the run when it fails.
+func TestNewLegSelected(t *testing.T) {
+	spec := func(name string, st types.SpecState) types.SpecReport {
+		s := legSpec(name, st, "")
+		s.ContainerHierarchyLabels = [][]string{{evidence.LegLabel, name}}
+		return s
+	}
+	g := []types.Report{{SpecReports: types.SpecReports{spec("zz-new", types.SpecStateFailed), spec("reach", types.SpecStatePassed), spec("aa-new", types.SpecStatePassed)}}}
+	sel := selectionOf(Input{Ginkgo: g})
+	if want := []string{"reach", "aa-new", "zz-new"}; !slices.Equal(sel.Legs, want) {
+		t.Fatalf("selection %v, want %v", sel.Legs, want)
+	}
+	r := Build(Input{Evidence: &evidence.Set{Legs: []*evidence.Leg{leg("reach", run(evidence.Red, true, false), run(evidence.Green, false, true), "")}}, Ginkgo: g})
+	if r.Passed {
+		t.Fatal("a selected new leg that failed must fail the run")
+	}
+	var rows []string
+	for _, l := range r.Legs {
+		rows = append(rows, l.Name+":"+l.Verdict)
+	}
+	if want := []string{"reach:pass", "aa-new:incomplete", "zz-new:incomplete"}; !slices.Equal(rows, want) {
+		t.Errorf("rows %v, want %v", rows, want)
+	}
+}
+
+// TestRunEvidenceText: what a row shows of the suite's evidence.
+func TestRunEvidenceText(t *testing.T) {
+	held := evidence.Cut{Service: "legs/itp", Before: map[string]int{"cp": 0, "w1": 0}, After: map[string]int{"cp": 0, "w1": 0}}
+	restored := held
+	restored.After = map[string]int{"cp": 0, "w1": 2}
+	green := &evidence.Run{Mode: evidence.Green, Cuts: []evidence.Cut{held},
+		Flows: []evidence.Flow{
+			{Node: "cp", To: "10.96.0.9:80", Attempts: 10, ProxyClosed: 10},
+			{Node: "w1", To: "10.96.0.9:80", Attempts: 10, Replies: 10, Backends: map[string]int{"itp-a@w1/zone-a": 10}},
+		},
+		Checks: []evidence.Check{
+			{Node: "cp", What: "svclb_svc_refused_total{reason=\"no-endpoints\"}", Got: 10, Green: evidence.Exactly(10), Red: evidence.Exactly(0)},
+			{Node: "w1", What: "tcp.cap_svc.downstream_cx_total", Got: 9, Green: evidence.AtLeast(10), Red: evidence.Exactly(0)},
+			{Node: "w1", What: "tcp.cap_svc.downstream_cx_no_route", Got: 0, Green: evidence.Exactly(0)},
+			{What: "refusal log records", Got: 3, Green: evidence.AtLeast(1), Red: evidence.Exactly(0)},
+		},
+		Refusals: []evidence.Refusal{{Node: "cp", Reason: "no-endpoints", Namespace: "legs", Service: "itp", Destination: "10.96.0.9:80", Flag: "UH"}},
+	}
+	red := &evidence.Run{Mode: evidence.Red, Cuts: []evidence.Cut{restored}}
+	zone := func(n string) string { return map[string]string{"cp": "zone-c", "w1": "zone-a"}[n] }
+
+	if got := legCut(red, green); got != "cut during red ✗ / green ✓" {
+		t.Errorf("legCut = %q", got)
+	}
+	if got := legCut(&evidence.Run{}, nil); got != "—" {
+		t.Errorf("legCut without cut Services = %q", got)
+	}
+	if got := cutText(red); !strings.HasPrefix(got, "✗ kube-proxy held legs/itp: 2 kube-proxy objects routing it on w1 after the run") {
+		t.Errorf("cutText(red) = %q", got)
+	}
+	if got := cutText(green); got != "✓ legs/itp: no kube-proxy object on any of 2 nodes before or after the run" {
+		t.Errorf("cutText(green) = %q", got)
+	}
+	synced := &evidence.Run{Cuts: []evidence.Cut{held}}
+	synced.Cuts[0].Redeletions, synced.Cuts[0].SlowestRedeletion = map[string]int{"w1": 1}, map[string]float64{"w1": 0.002}
+	if got := cutText(synced); got != "✓ legs/itp: no kube-proxy object on any of 2 nodes before or after the run; "+
+		"kube-proxy's syncs restored legs/itp 1× on w1 (re-cut within 2ms) and the guard cut it again" {
+		t.Errorf("cutText(synced) = %q", got)
+	}
+	// Per client node: the breakdown topology and itp-local are about.
+	if got, want := clientLines(green, zone), []string{
+		"client on cp (zone-c): 0/10 replies, 10 proxy-closed",
+		"client on w1 (zone-a): 10/10 replies; from itp-a@w1/zone-a=10",
+	}; !slices.Equal(got, want) {
+		t.Errorf("clientLines = %q, want %q", got, want)
+	}
+	lines, ok, all := checkLines(green)
+	if ok != 3 || all != 4 || len(lines) != 3 {
+		t.Fatalf("checkLines: %d of %d hold, lines %q", ok, all, lines)
+	}
+	if want := "w1: tcp.cap_svc.downstream_cx_total +9 (≥ 10 ✗), tcp.cap_svc.downstream_cx_no_route +0 (= 0 ✓)"; lines[1] != want {
+		t.Errorf("checkLines[1] = %q, want %q", lines[1], want)
+	}
+	if want := "cluster: refusal log records +3 (≥ 1 ✓)"; lines[2] != want {
+		t.Errorf("checkLines[2] = %q, want %q", lines[2], want)
+	}
+	if got := refusalLines(green); len(got) != 1 || got[0] != "refusal record on cp: reason=no-endpoints service=legs/itp destination=10.96.0.9:80 source=— flag=UH cluster=—" {
+		t.Errorf("refusalLines = %q", got)
 	}
 }
 

@@ -2,6 +2,7 @@ package translatetest
 
 import (
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/contract"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -80,5 +81,17 @@ func Hints(z ...string) EPOpt {
 		for _, n := range z {
 			e.Hints.ForZones = append(e.Hints.ForZones, discoveryv1.ForZone{Name: n})
 		}
+	}
+}
+
+// APIServerService is contract.APIServerService as the apiserver creates it: cluster IP
+// 10.96.0.1 (the first of ServiceRange), TCP port "https" 443 → 6443.
+func APIServerService() *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: contract.APIServerNamespace, Name: contract.APIServerName},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: "10.96.0.1", ClusterIPs: []string{"10.96.0.1"},
+			Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(6443)}},
+		},
 	}
 }

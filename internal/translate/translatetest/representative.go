@@ -11,6 +11,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
@@ -29,7 +30,8 @@ var RepresentativePod = translate.CapturedPod{Namespace: "default", Name: "clien
 
 // RepresentativeSet is one node's snapshot: a captured pod with both phases
 // on, a plain Service, a ClientIP + PreferClose Service with a terminating
-// endpoint, an ITP Local one. onDemand gives the capture listener the
+// endpoint, an ITP Local one, and the apiserver's Service, which gets no
+// cluster and whose VIP the listener passes through. onDemand gives the capture listener the
 // on-demand CDS mode's cap_svc (the clusters are the same in both modes; on
 // demand the agent publishes only those asked for).
 func RepresentativeSet(onDemand bool) translate.Set {
@@ -51,9 +53,16 @@ func RepresentativeSet(onDemand bool) translate.Set {
 		s.Name, s.Spec.ClusterIP, s.Spec.ClusterIPs = "local", "10.96.0.30", []string{"10.96.0.30"}
 		s.Spec.InternalTrafficPolicy = ptr.To(corev1.ServiceInternalTrafficPolicyLocal)
 	}), Slice("http", 8080, EP("10.244.2.11", OnNode("node-b"))))
+	add(APIServerService(), &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: contract.APIServerNamespace, Name: contract.APIServerName, Labels: map[string]string{discoveryv1.LabelServiceName: contract.APIServerName}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To[int32](6443), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Endpoints:   []discoveryv1.Endpoint{EP("172.18.0.2")},
+	})
 	s.Clusters[contract.PassthroughCluster] = translate.PassthroughOriginalDst()
 	o := Options(true, true)
 	o.OnDemand = onDemand
+	o.KubeProxyVIPs = translate.KubeProxyVIPs(APIServerService())
 	l := translate.CaptureListener(RepresentativePod, o)
 	s.Listeners[l.Name] = l
 	return s

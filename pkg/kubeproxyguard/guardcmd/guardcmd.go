@@ -112,7 +112,11 @@ func parseServices(args []string) ([]types.NamespacedName, error) {
 		if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
 			return nil, usageError{fmt.Errorf("%q: Service name: %s", a, strings.Join(errs, "; "))}
 		}
-		r = append(r, types.NamespacedName{Namespace: ns, Name: name})
+		svc := types.NamespacedName{Namespace: ns, Name: name}
+		if why := kubeproxyguard.Refuse(svc); why != "" {
+			return nil, usageError{fmt.Errorf("%q: refusing: %s", a, why)}
+		}
+		r = append(r, svc)
 	}
 	return r, nil
 }

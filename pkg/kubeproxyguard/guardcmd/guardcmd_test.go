@@ -21,6 +21,8 @@ func TestMainUsage(t *testing.T) {
 		{[]string{"delete", "default/a/b"}, 2, "want NAMESPACE/NAME"},
 		{[]string{"delete", "default/9demo"}, 2, "Service name"},
 		{[]string{"run", "extra"}, 2, "unexpected arguments"},
+		{[]string{"delete", "default/demo", "default/kubernetes"}, 2, `"default/kubernetes": refusing: the apiserver's Service`},
+		{[]string{"watch", "default/kubernetes"}, 2, "stays on kube-proxy's path"},
 		{[]string{"list", "-h"}, 0, "-json"},
 	} {
 		var out, errb bytes.Buffer

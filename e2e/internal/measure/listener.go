@@ -1,0 +1,100 @@
+package measure
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	grpclogv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+
+	svclbagent "github.com/aether-mesh/svclb/agent"
+	"github.com/aether-mesh/svclb/pkg/contract"
+)
+
+// listenerProblem says how a capture listener the proxy serves differs from
+// what the agent's settings (st) make of it ("" when it does not). It reads
+// what the settings decide and nothing more, so that the listener may grow
+// what they do not touch (docs/architecture.md, "xDS the agent emits"):
+//
+//   - every prefix of the Service range is matched (filter_chain_matcher,
+//     the trie IPMatcher) with action cap_svc when Phase 1 is on and
+//     cap_passthrough_svc when it is off, and that chain exists;
+//   - with Phase 1 on, cap_svc's tcp_proxy carries the gRPC access log
+//     svclb_refusals exactly when Phase 2 is on, and on_demand exactly in
+//     on-demand CDS mode.
+func listenerProblem(l *listenerv3.Listener, st *svclbagent.Status) string {
+	if !st.RangeKnown || len(st.Range) == 0 {
+		return ""
+	}
+	want := contract.ChainPassthroughSvc
+	if st.Phase1 {
+		want = contract.ChainSvc
+	}
+	var ipm matcherv3.IPMatcher
+	tc := l.GetFilterChainMatcher().GetMatcherTree().GetCustomMatch().GetTypedConfig()
+	if tc == nil || tc.UnmarshalTo(&ipm) != nil {
+		return "no IP matcher on the destination"
+	}
+	for _, r := range st.Range {
+		p, err := netip.ParsePrefix(r)
+		if err != nil {
+			return fmt.Sprintf("agent /status range %q: %v", r, err)
+		}
+		if got := rangeAction(&ipm, p); got != want {
+			return fmt.Sprintf("%s goes to %q", p, got)
+		}
+	}
+	i := slices.IndexFunc(l.GetFilterChains(), func(c *listenerv3.FilterChain) bool { return c.GetName() == want })
+	if i < 0 {
+		return "no filter chain " + want
+	}
+	if !st.Phase1 {
+		return ""
+	}
+	tp := tcpProxyOf(l.GetFilterChains()[i])
+	if tp == nil {
+		return want + " has no tcp_proxy"
+	}
+	logs := false
+	for _, al := range tp.GetAccessLog() {
+		var g grpclogv3.TcpGrpcAccessLogConfig
+		if al.GetTypedConfig().UnmarshalTo(&g) == nil && g.GetCommonConfig().GetLogName() == contract.RefusalLogName {
+			logs = true
+		}
+	}
+	if logs != st.Phase2 {
+		return fmt.Sprintf("%s access log %s: %v", want, contract.RefusalLogName, logs)
+	}
+	if onDemand := tp.GetOnDemand() != nil; onDemand != (st.CDS == svclbagent.CDSOnDemand) {
+		return fmt.Sprintf("%s on_demand: %v", want, onDemand)
+	}
+	return ""
+}
+
+// rangeAction is the action the matcher gives exactly prefix p ("" when no
+// range matcher lists it).
+func rangeAction(m *matcherv3.IPMatcher, p netip.Prefix) string {
+	for _, rm := range m.GetRangeMatchers() {
+		for _, r := range rm.GetRanges() {
+			a, err := netip.ParseAddr(r.GetAddressPrefix())
+			if err == nil && int(r.GetPrefixLen().GetValue()) == p.Bits() && a == p.Addr() {
+				return rm.GetOnMatch().GetAction().GetName()
+			}
+		}
+	}
+	return ""
+}
+
+// tcpProxyOf is the tcp_proxy of a filter chain (nil when it has none).
+func tcpProxyOf(c *listenerv3.FilterChain) *tcpproxyv3.TcpProxy {
+	for _, f := range c.GetFilters() {
+		var tp tcpproxyv3.TcpProxy
+		if f.GetTypedConfig().UnmarshalTo(&tp) == nil {
+			return &tp
+		}
+	}
+	return nil
+}

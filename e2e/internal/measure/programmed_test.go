@@ -1,0 +1,121 @@
+package measure
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	svclbagent "github.com/aether-mesh/svclb/agent"
+	"github.com/aether-mesh/svclb/internal/translate"
+)
+
+func anyOf(t *testing.T, m proto.Message) *anypb.Any {
+	t.Helper()
+	a, err := anypb.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// dump is a proxy's /config_dump?include_eds holding listener l (nil:
+// none), the given active clusters and load assignments.
+func dump(t *testing.T, l *listenerv3.Listener, active []*clusterv3.Cluster, loads []*endpointv3.ClusterLoadAssignment) *adminv3.ConfigDump {
+	t.Helper()
+	cd := &adminv3.ClustersConfigDump{}
+	for _, c := range active {
+		cd.DynamicActiveClusters = append(cd.DynamicActiveClusters, &adminv3.ClustersConfigDump_DynamicCluster{Cluster: anyOf(t, c)})
+	}
+	ld := &adminv3.ListenersConfigDump{}
+	if l != nil {
+		ld.DynamicListeners = []*adminv3.ListenersConfigDump_DynamicListener{{Name: l.GetName(),
+			ActiveState: &adminv3.ListenersConfigDump_DynamicListenerState{Listener: anyOf(t, l)}}}
+	}
+	ed := &adminv3.EndpointsConfigDump{}
+	for _, la := range loads {
+		ed.DynamicEndpointConfigs = append(ed.DynamicEndpointConfigs, &adminv3.EndpointsConfigDump_DynamicEndpointConfig{EndpointConfig: anyOf(t, la)})
+	}
+	return &adminv3.ConfigDump{Configs: []*anypb.Any{anyOf(t, cd), anyOf(t, ld), anyOf(t, ed)}}
+}
+
+// TestProgrammedProblem feeds programmedProblem what the agent emits
+// (internal/translate) for one setting and the /status of another: the
+// wait must hold out exactly until the proxy serves the agent's settings
+// and the Service's current endpoints.
+func TestProgrammedProblem(t *testing.T) {
+	node := translate.Node{Name: "w1", Zone: "zone-a"}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "legs", Name: "web"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.20", ClusterIPs: []string{"10.96.0.20"},
+			Ports: []corev1.ServicePort{{Name: "p0", Port: 80, Protocol: corev1.ProtocolTCP}}}}
+	slice := func(ready ...bool) *discoveryv1.EndpointSlice {
+		s := &discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv4,
+			ObjectMeta: metav1.ObjectMeta{Namespace: "legs", Name: "web-1", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+			Ports:      []discoveryv1.EndpointPort{{Name: ptr.To("p0"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}}}
+		for i, r := range ready {
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{netip.AddrFrom4([4]byte{10, 244, 1, byte(10 + i)}).String()},
+				Zone: ptr.To("zone-a"), NodeName: ptr.To("w1"),
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(r), Serving: ptr.To(true), Terminating: ptr.To(!r)}})
+		}
+		return s
+	}
+	rng := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}
+	pod := translate.CapturedPod{Namespace: "legs", Name: "client", NetnsPath: "/var/run/netns/cni-1"}
+	status := func(p1, p2 bool, cds svclbagent.CDSMode) *svclbagent.Status {
+		return &svclbagent.Status{Phase1: p1, Phase2: p2, CDS: cds, RangeKnown: true, Range: []string{"10.96.0.0/16"},
+			Listeners: []svclbagent.ListenerStatus{{Pod: "client", Namespace: "legs", Netns: pod.NetnsPath, Name: "capture~legs~client"}}}
+	}
+	listener := func(p1, p2, od bool) *listenerv3.Listener {
+		return translate.CaptureListener(pod, translate.ListenerOptions{Range: rng, RangeKnown: true, Phase1: p1, Phase2: p2, OnDemand: od})
+	}
+	twoReady := []*discoveryv1.EndpointSlice{slice(true, true)}
+	oneTerminating := []*discoveryv1.EndpointSlice{slice(true, false)}
+	cs, loads, _ := translate.Service(svc, twoReady, node)
+	_, loadsAfter, _ := translate.Service(svc, oneTerminating, node)
+	web := []serviceState{{svc: svc, slices: twoReady}}
+
+	for _, c := range []struct {
+		name   string
+		st     *svclbagent.Status
+		d      *adminv3.ConfigDump
+		svcs   []serviceState
+		wantIn string // "" : programmed
+	}{
+		{"red served", status(false, false, svclbagent.CDSProactive), dump(t, listener(false, false, false), nil, nil), web, ""},
+		{"green served", status(true, true, svclbagent.CDSProactive), dump(t, listener(true, true, false), cs, loads), web, ""},
+		{"on-demand before any connection", status(true, true, svclbagent.CDSOnDemand), dump(t, listener(true, true, true), nil, nil), web, ""},
+		{"flip not applied yet", status(true, true, svclbagent.CDSProactive), dump(t, listener(false, false, false), nil, nil), web,
+			`10.96.0.0/16 goes to "cap_passthrough_svc"`},
+		{"phase 2 not applied yet", status(true, true, svclbagent.CDSProactive), dump(t, listener(true, false, false), cs, loads), web,
+			"access log svclb_refusals: false"},
+		{"phase 2 still on", status(true, false, svclbagent.CDSProactive), dump(t, listener(true, true, false), cs, loads), web,
+			"access log svclb_refusals: true"},
+		{"on-demand not applied yet", status(true, true, svclbagent.CDSOnDemand), dump(t, listener(true, true, false), nil, nil), web, "on_demand: false"},
+		{"listener not bound yet", status(false, false, svclbagent.CDSProactive), dump(t, nil, nil, nil), web, "listener capture~legs~client not active"},
+		{"cluster not there yet", status(true, true, svclbagent.CDSProactive), dump(t, listener(true, true, false), nil, nil), web,
+			`cluster svc:10.96.0.20:80 is "absent", want active`},
+		{"cluster still there with phase 1 off", status(false, false, svclbagent.CDSProactive), dump(t, listener(false, false, false), cs, loads), web,
+			"cluster svc:10.96.0.20:80 still active with Phase 1 off"},
+		// An EndpointSlice change: one backend is terminating now; the
+		// proxy still has both ready.
+		{"endpoints not applied yet", status(true, true, svclbagent.CDSProactive), dump(t, listener(true, true, false), cs, loads),
+			[]serviceState{{svc: svc, slices: oneTerminating}}, "cluster svc:10.96.0.20:80 endpoints"},
+		{"endpoints applied", status(true, true, svclbagent.CDSProactive), dump(t, listener(true, true, false), cs, loadsAfter),
+			[]serviceState{{svc: svc, slices: oneTerminating}}, ""},
+	} {
+		got := programmedProblem(node, c.st, c.d, c.svcs)
+		if (c.wantIn == "") != (got == "") || !strings.Contains(got, c.wantIn) {
+			t.Errorf("%s: %q, want %q", c.name, got, c.wantIn)
+		}
+	}
+}

@@ -1,0 +1,254 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/e2e/internal/measure"
+	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/proxy"
+	"github.com/aether-mesh/svclb/fixtures/workload"
+	"github.com/aether-mesh/svclb/pkg/contract"
+)
+
+const (
+	// newServiceWithin bounds the wait for a new Service's first reply: the
+	// agent and kube-proxy program one in well under a second, and a loaded
+	// 2-core machine has once taken a few. Red waits all of it.
+	newServiceWithin = 15 * time.Second
+	// newServiceInterval is the probes' spacing, the resolution of the
+	// times measured.
+	newServiceInterval = 100 * time.Millisecond
+	// newServiceAttempt bounds one attempt.
+	newServiceAttempt = 2 * time.Second
+	// newServiceName and its twin are created by each run and deleted after.
+	newServiceName = "newsvc"
+	newServiceTwin = "newsvc-twin"
+)
+
+type newServiceWorkload struct {
+	meshed, plain *corev1.Pod // on the same worker
+	selector      map[string]string
+	// agentIP and twinIP are the ClusterIPs the runs create the Services
+	// at, chosen in prepare so that the probes dial them before they exist.
+	agentIP, twinIP string
+}
+
+func (w *newServiceWorkload) agentTo() string { return net.JoinHostPort(w.agentIP, "80") }
+func (w *newServiceWorkload) twinTo() string  { return net.JoinHostPort(w.twinIP, "80") }
+
+// new-service: a Service created while the agent runs is reached through
+// it, and how long that takes next to kube-proxy on the same node.
+var _ = defineLeg(leg[*newServiceWorkload]{
+	name: "new-service",
+	setup: "2 echo backends, Ready before any Service; per run two Services created at once at ClusterIPs chosen beforehand: newsvc, cut (kube-proxy objects deleted), dialled by the meshed client " +
+		"on the first worker, and its unguarded twin newsvc-twin dialled by a client on the same node that is not meshed (kube-proxy's path); " +
+		fmt.Sprintf("both clients dial every %s from before the creation until the first reply (at most %s); both Services deleted after the run", newServiceInterval, newServiceWithin),
+	redExpect: "the meshed client never gets a reply through a svc: cluster, and once the guard has cut the Service none at all",
+	greenMeans: "the meshed client's first reply comes through the node proxy's svc: cluster of the new Service, and it keeps getting replies once the Service is cut; " +
+		"the times from creation to the first reply through the agent and through kube-proxy (twin) are in the counters",
+	chance: fmt.Sprintf("nothing statistical: the first reply must come within %s of the creation (attempts %s apart, %s each), and the %d attempts once cut must all reply within %s each; "+
+		"the meshed probe's attempts before the Service exists are refused no-service in green and counted with it; in red it never replies and waits the whole bound",
+		newServiceWithin, newServiceInterval, newServiceAttempt, workload.Quick.Count, workload.AttemptTimeout),
+	prepare: prepareNewService,
+	services: func(w *newServiceWorkload) []measure.Dialled {
+		return []measure.Dialled{{To: w.agentTo(), Namespace: suite.legsNS, Service: newServiceName, CreatedInRun: true}}
+	},
+	measure: func(ctx context.Context, w *newServiceWorkload, run *evidence.Run) {
+		if err := measureNewService(ctx, w, run); err != nil {
+			run.Error = err.Error()
+		}
+	},
+})
+
+func prepareNewService(ctx context.Context) (*newServiceWorkload, error) {
+	node := suite.cluster.Workers()[0].Name
+	w := &newServiceWorkload{meshed: suite.clientOn(node)}
+	if w.meshed == nil {
+		return nil, fmt.Errorf("no meshed client on %s", node)
+	}
+	plain, err := workload.Recreate(ctx, suite.cluster, workload.PlainClient(suite.legsNS, "plain-"+node, node, "plain"))
+	if err != nil {
+		return nil, err
+	}
+	w.plain = &plain[0]
+	// A kept cluster may hold an interrupted run's Services: a creation must be one.
+	for _, name := range []string{newServiceName, newServiceTwin} {
+		if err := suite.cluster.DeleteService(ctx, suite.legsNS, name, time.Minute); err != nil {
+			return nil, err
+		}
+	}
+	dep := workload.EchoDeployment(suite.legsNS, "newsvc", workload.Backends{Replicas: 2})
+	if err := suite.cluster.Create(ctx, dep); err != nil {
+		return nil, err
+	}
+	if _, err := suite.cluster.WaitPodsReady(ctx, suite.legsNS, workload.AppLabel+"=newsvc", 2, 2*time.Minute); err != nil {
+		return nil, err
+	}
+	w.selector = dep.Spec.Selector.MatchLabels
+	ips, err := suite.cluster.FreeServiceIPs(ctx, 2)
+	if err != nil {
+		return nil, err
+	}
+	w.agentIP, w.twinIP = ips[0].String(), ips[1].String()
+	return w, nil
+}
+
+// untilReply is one client's probe of one address.
+type untilReply struct {
+	client  *corev1.Pod
+	to      string
+	started chan struct{} // closed at the probe's first attempt
+	rs      []echo.Timed
+	err     error
+}
+
+func (u *untilReply) run(ctx context.Context, wg *sync.WaitGroup) {
+	u.started = make(chan struct{})
+	var once sync.Once
+	wg.Go(func() {
+		defer once.Do(func() { close(u.started) }) // a probe that failed to start
+		u.rs, u.err = workload.DialUntilReply(ctx, suite.cluster, u.client, u.to,
+			workload.DialOptions{Interval: newServiceInterval, Timeout: newServiceAttempt}, newServiceWithin,
+			func(echo.Timed) { once.Do(func() { close(u.started) }) })
+	})
+}
+
+// firstReply is the attempt that got the first reply, and the attempt
+// before it (nil when there is none).
+func (u *untilReply) firstReply() (first, prev *echo.Timed) {
+	for i := range u.rs {
+		if u.rs[i].OK {
+			if i > 0 {
+				prev = &u.rs[i-1]
+			}
+			return &u.rs[i], prev
+		}
+	}
+	return nil, nil
+}
+
+// describe says when the first reply came, relative to created (ms < 0:
+// none).
+func (u *untilReply) describe(created time.Time, path string) (string, float64) {
+	first, prev := u.firstReply()
+	if first == nil {
+		return fmt.Sprintf("%s: no reply in %d attempts over %s", path, len(u.rs), newServiceWithin), -1
+	}
+	ms := float64(first.Start.Sub(created).Microseconds()) / 1000
+	s := fmt.Sprintf("%s: first reply from the attempt started %.0f ms after the Service's creation", path, ms)
+	switch {
+	case prev != nil && !prev.Start.Before(created):
+		s += fmt.Sprintf(" (the one before, at %.0f ms, %s)", float64(prev.Start.Sub(created).Microseconds())/1000, echo.Outcome(prev.Result))
+	case len(u.rs) > 0 && !u.rs[0].Start.Before(created):
+		s += " (an upper bound: the probe's first attempt started after the creation)"
+	}
+	return s, ms
+}
+
+func measureNewService(ctx context.Context, w *newServiceWorkload, run *evidence.Run) error {
+	node := w.meshed.Spec.NodeName
+	defer func() {
+		// The next run, and the next suite on a kept cluster, start without them.
+		ctx := context.WithoutCancel(ctx)
+		for _, name := range []string{newServiceName, newServiceTwin} {
+			if err := suite.cluster.DeleteService(ctx, suite.legsNS, name, time.Minute); err != nil {
+				run.Notes = append(run.Notes, "cleanup: "+err.Error())
+			}
+		}
+	}()
+	stat := proxy.ClusterStat(contract.StatName(suite.legsNS, newServiceName, 80), proxy.UpstreamCxTotal)
+	before, err := nodeStats(ctx, []string{node})
+	if err != nil {
+		return err
+	}
+
+	// Both probes run before the Services exist, so that the first reply
+	// measures the programming, not the exec's start.
+	agentProbe := &untilReply{client: w.meshed, to: w.agentTo()}
+	twinProbe := &untilReply{client: w.plain, to: w.twinTo()}
+	var wg sync.WaitGroup
+	agentProbe.run(ctx, &wg)
+	twinProbe.run(ctx, &wg)
+	<-agentProbe.started
+	<-twinProbe.started
+
+	created := map[string]time.Time{}
+	var cut *corev1.Service
+	for _, s := range []struct {
+		name, ip string
+		cut      bool
+	}{{newServiceTwin, w.twinIP, false}, {newServiceName, w.agentIP, true}} {
+		svc := workload.Service(suite.legsNS, s.name, workload.ServiceOptions{Selector: w.selector, Cut: s.cut,
+			Mutate: func(svc *corev1.Service) { svc.Spec.ClusterIP = s.ip }})
+		created[s.name] = time.Now()
+		got, err := suite.cluster.CreateService(ctx, svc, 30*time.Second)
+		if err != nil {
+			wg.Wait()
+			return err
+		}
+		if s.cut {
+			cut = got
+		}
+	}
+	wg.Wait()
+	if err := errors.Join(agentProbe.err, twinProbe.err); err != nil {
+		return err
+	}
+	// The meshed probe's attempts are the run's too (the twin's take
+	// kube-proxy's path, not the capture: the reference, timed only).
+	for _, r := range agentProbe.rs {
+		run.Tally([]echo.Result{r.Result}, suite.cluster.Zone)
+	}
+
+	// Afterwards, with the Service cut on every node: only the agent can
+	// answer the meshed client.
+	cutNote, err := guard.WaitCut(ctx, suite.cluster, cut, time.Minute)
+	if err != nil {
+		return err
+	}
+	steady, err := workload.Dial(ctx, suite.cluster, w.meshed, w.agentTo(), workload.Quick)
+	if err != nil {
+		return err
+	}
+	run.Tally(steady, suite.cluster.Zone)
+	after, err := nodeStats(ctx, []string{node})
+	if err != nil {
+		return err
+	}
+	throughAgent := statDelta(before, after, node, stat)
+
+	agentNote, agentMs := agentProbe.describe(created[newServiceName], "meshed client → "+newServiceName+" at "+w.agentTo()+" (cut)")
+	twinNote, twinMs := twinProbe.describe(created[newServiceTwin], "plain client → "+newServiceTwin+" at "+w.twinTo()+" (kube-proxy)")
+	run.Counters = map[string]float64{stat + " on " + node: float64(throughAgent)}
+	// Only times measured: "no reply" is in the notes, not a number.
+	if agentMs >= 0 {
+		run.Counters["first reply after creation, ms: meshed → "+newServiceName] = math.Round(agentMs)
+	}
+	if twinMs >= 0 {
+		run.Counters["first reply after creation, ms: plain → "+newServiceTwin] = math.Round(twinMs)
+	}
+	run.Notes = append(run.Notes, agentNote, twinNote, "after: "+cutNote)
+	steadyOK := len(steady) > 0 && echo.Replies(steady) == len(steady)
+	run.MetGreen = agentMs >= 0 && throughAgent >= 1 && twinMs >= 0 && steadyOK
+	run.MetRed = throughAgent == 0 && len(steady) > 0 && run.Replies == 0
+	run.Summary = fmt.Sprintf("first reply after creation: %s through the meshed client, %s through kube-proxy (twin); %s +%d; once cut: %d/%d replies; all attempts: %s",
+		msOrNone(agentMs), msOrNone(twinMs), stat, throughAgent, echo.Replies(steady), len(steady), run.Counts())
+	return nil
+}
+
+func msOrNone(ms float64) string {
+	if ms < 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%.0f ms", ms)
+}

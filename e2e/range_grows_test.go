@@ -1,0 +1,268 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/e2e/internal/measure"
+	"github.com/aether-mesh/svclb/fixtures/agent"
+	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/proxy"
+	"github.com/aether-mesh/svclb/fixtures/workload"
+	"github.com/aether-mesh/svclb/pkg/contract"
+)
+
+// growsCIDRName names the ServiceCIDR the leg adds; growsCIDR is its range,
+// outside kindconfig/cluster.yaml's Service (10.96.0.0/16) and pod
+// (10.244.0.0/16) ranges and the kind network.
+const growsCIDRName = "svclb-e2e-grows"
+
+var growsCIDR = netip.MustParsePrefix("10.97.0.0/24")
+
+// growsService is the Service each run creates in growsCIDR, at growsVIP,
+// and deletes after: one address for both runs, so what the leg dials is
+// declared once.
+const growsService = "grows"
+
+var growsVIP = netip.MustParseAddrPort("10.97.0.10:80") // in growsCIDR
+
+type rangeGrowsWorkload struct {
+	selector map[string]string
+}
+
+// range-grows: a ServiceCIDR added while everything runs widens the Service
+// range the capture listeners send to cap_svc, and a Service allocated from
+// it is served like any other, with nothing restarted.
+var _ = defineLeg(leg[*rangeGrowsWorkload]{
+	name: "range-grows",
+	setup: fmt.Sprintf("per run: ServiceCIDR %s (%s) added at runtime, then a Service (2 echo backends, cut) with its ClusterIP in it; "+
+		"a meshed client on every node dials it once every node proxy's capture listener routes the new range; ServiceCIDR and Service deleted after the run", growsCIDRName, growsCIDR),
+	redExpect: "no backend reply (the passthrough to the VIP meets no kube-proxy rule)",
+	chance:    allSucceed + "; the range's growth is waited for on every proxy (its capture listener and the svc: cluster) before any dial",
+	greenMeans: "every attempt from every client gets a reply through its node proxy's " + contract.ChainSvc + " chain (tcp." + contract.ChainSvc +
+		".downstream_cx_total and the Service's svc: cluster upstream_cx_total rise by the attempts on each client's node), and no agent, proxy, guard or kube-proxy container restarted",
+	prepare: func(ctx context.Context) (*rangeGrowsWorkload, error) {
+		w := &rangeGrowsWorkload{}
+		// What an interrupted run on a kept cluster left behind.
+		if err := cleanupGrows(ctx); err != nil {
+			return nil, err
+		}
+		if err := checkGrowsCIDRFree(ctx); err != nil {
+			return nil, err
+		}
+		dep := workload.EchoDeployment(suite.legsNS, "grows", workload.Backends{Replicas: 2})
+		if err := suite.cluster.Create(ctx, dep); err != nil {
+			return nil, err
+		}
+		if _, err := suite.cluster.WaitPodsReady(ctx, suite.legsNS, workload.AppLabel+"=grows", 2, 2*time.Minute); err != nil {
+			return nil, err
+		}
+		w.selector = dep.Spec.Selector.MatchLabels
+		return w, nil
+	},
+	services: func(*rangeGrowsWorkload) []measure.Dialled {
+		return []measure.Dialled{{To: growsVIP.String(), Namespace: suite.legsNS, Service: growsService}}
+	},
+	measure: func(ctx context.Context, w *rangeGrowsWorkload, run *evidence.Run) {
+		err := measureRangeGrows(ctx, w, run)
+		if cerr := cleanupGrows(context.WithoutCancel(ctx)); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
+		}
+		if err != nil && run.Error == "" {
+			run.Error = err.Error()
+		}
+	},
+})
+
+// cleanupGrows deletes the leg's Service, then its ServiceCIDR: the
+// apiserver keeps a ServiceCIDR while an address of it is held.
+func cleanupGrows(ctx context.Context) error {
+	if err := suite.cluster.DeleteService(ctx, suite.legsNS, growsService, time.Minute); err != nil {
+		return err
+	}
+	return suite.cluster.DeleteServiceCIDR(ctx, growsCIDRName, 2*time.Minute)
+}
+
+// checkGrowsCIDRFree refuses a growsCIDR that overlaps a ServiceCIDR or a
+// node's pod range: the leg would prove nothing there.
+func checkGrowsCIDRFree(ctx context.Context) error {
+	var taken []string
+	scs, err := suite.cluster.CS.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list ServiceCIDRs: %w", err)
+	}
+	for _, sc := range scs.Items {
+		taken = append(taken, sc.Spec.CIDRs...)
+	}
+	nodes, err := suite.cluster.CS.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	for _, n := range nodes.Items {
+		taken = append(taken, n.Spec.PodCIDRs...)
+	}
+	for _, s := range taken {
+		if p, err := netip.ParsePrefix(s); err == nil && p.Overlaps(growsCIDR) {
+			return fmt.Errorf("%s overlaps %s, already in use", growsCIDR, s)
+		}
+	}
+	return nil
+}
+
+// restarts is the restart count of every container of the pods that would
+// have to restart to pick up a new range by force: the node DaemonSet (agent
+// and proxy), the guard and kube-proxy, keyed by pod. A replaced pod shows
+// as a key that changed.
+func restarts(ctx context.Context) (map[string]int32, error) {
+	var pods []corev1.Pod
+	for _, list := range []func() ([]corev1.Pod, error){
+		func() ([]corev1.Pod, error) { return agent.Pods(ctx, suite.cluster) },
+		func() ([]corev1.Pod, error) { return guard.Pods(ctx, suite.cluster) },
+		func() ([]corev1.Pod, error) {
+			l, err := suite.cluster.CS.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy"})
+			if err != nil {
+				return nil, fmt.Errorf("list kube-proxy pods: %w", err)
+			}
+			return l.Items, nil
+		},
+	} {
+		ps, err := list()
+		if err != nil {
+			return nil, err
+		}
+		pods = append(pods, ps...)
+	}
+	out := map[string]int32{}
+	for _, p := range pods {
+		n := int32(0)
+		for _, s := range p.Status.ContainerStatuses {
+			n += s.RestartCount
+		}
+		out[p.Namespace+"/"+p.Name] = n
+	}
+	return out, nil
+}
+
+// growsReady says, for each client, which chain its capture listener gives
+// vip, and whether what that chain needs is in place: cap_svc needs the
+// Service's svc: cluster on the node's proxy. "" when all are ready.
+func growsReady(ctx context.Context, clients []corev1.Pod, vip netip.Addr, cluster string) (map[string]string, string) {
+	chains := map[string]string{}
+	for _, c := range clients {
+		node := c.Spec.NodeName
+		d, err := proxy.ConfigDump(ctx, suite.cluster, node)
+		if err != nil {
+			return nil, err.Error()
+		}
+		l, err := proxy.Listener(d, contract.ListenerName(c.Namespace, c.Name))
+		if err != nil || l == nil {
+			return nil, fmt.Sprintf("%s: no listener for %s/%s (%v)", node, c.Namespace, c.Name, err)
+		}
+		chain, err := proxy.ChainFor(l, vip)
+		if err != nil {
+			return nil, err.Error()
+		}
+		chains[node] = chain
+		switch chain {
+		case contract.ChainPassthrough:
+			return nil, fmt.Sprintf("%s: the listener of %s routes %s to %s: the range has not grown there", node, c.Name, vip, chain)
+		case contract.ChainSvc:
+			cl, err := proxy.Clusters(d)
+			if err != nil {
+				return nil, err.Error()
+			}
+			if !cl[cluster] {
+				return nil, fmt.Sprintf("%s: %s routes %s to %s, but the proxy holds no %s yet", node, c.Name, vip, chain, cluster)
+			}
+		}
+	}
+	return chains, ""
+}
+
+func measureRangeGrows(ctx context.Context, w *rangeGrowsWorkload, run *evidence.Run) error {
+	vip := growsVIP
+	clients := suite.clients
+	nodes := clientNodes(clients)
+	r0, err := restarts(ctx)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := suite.cluster.CreateServiceCIDR(ctx, growsCIDRName, growsCIDR, time.Minute); err != nil {
+		return err
+	}
+	cidrReady := time.Since(t0)
+	svc := workload.Service(suite.legsNS, growsService, workload.ServiceOptions{Selector: w.selector, Cut: true,
+		Mutate: func(s *corev1.Service) { s.Spec.ClusterIP = vip.Addr().String() }})
+	// The allocator may learn of a Ready ServiceCIDR a moment after its status says so.
+	created, err := suite.cluster.CreateService(ctx, svc, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	if _, err := guard.WaitCut(ctx, suite.cluster, created, time.Minute); err != nil {
+		return err
+	}
+	cluster := contract.ClusterName(vip.Addr(), vip.Port())
+	var chains map[string]string
+	var why string
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		chains, why = growsReady(ctx, clients, vip.Addr(), cluster)
+		return why == "", nil
+	}); err != nil {
+		return fmt.Errorf("the range did not grow on every client's node proxy: %w (%s)", err, why)
+	}
+	grown := time.Since(t0)
+	// The proxies serve the new Service as their agents emit it.
+	if _, err := measure.WaitProgrammed(ctx, suite.cluster, []measure.Dialled{measure.ServicePort(created, 80)}); err != nil {
+		return err
+	}
+	if measure.FromEveryClient(ctx, suite.cluster, clients, vip.String(), workload.Quick, run) == nil {
+		return nil // run.Error says why
+	}
+	r1, err := restarts(ctx)
+	if err != nil {
+		return err
+	}
+	throughSvc := true
+	for _, n := range nodes {
+		throughSvc = throughSvc && chains[n] == contract.ChainSvc
+	}
+	var restarted []string
+	for _, k := range slices.Sorted(maps.Keys(r0)) {
+		if n, ok := r1[k]; !ok || n != r0[k] {
+			restarted = append(restarted, k)
+		}
+	}
+	for k := range r1 {
+		if _, ok := r0[k]; !ok {
+			restarted = append(restarted, k+" (new)")
+		}
+	}
+	chainList := make([]string, 0, len(chains))
+	for _, n := range nodes {
+		chainList = append(chainList, n+": "+chains[n])
+	}
+	run.Notes = append(run.Notes,
+		fmt.Sprintf("ServiceCIDR %s (%s) Ready %.1fs after creation; every client's listener routed %s and the proxies held what that needs %.1fs after creation",
+			growsCIDRName, growsCIDR, cidrReady.Seconds(), vip.Addr(), grown.Seconds()),
+		"chain for "+vip.Addr().String()+": "+strings.Join(chainList, ", "))
+	if len(restarted) > 0 {
+		run.Notes = append(run.Notes, "restarted or replaced during the run: "+strings.Join(restarted, ", "))
+	}
+	run.MetGreen = run.Attempts > 0 && run.Replies == run.Attempts && throughSvc && len(restarted) == 0
+	run.MetRed = run.Attempts > 0 && run.Replies == 0
+	run.Summary = fmt.Sprintf("%s to %s/%s (%s); the listeners route it to %s on every client's node: %v; restarted: %d",
+		run.Counts(), suite.legsNS, growsService, vip, contract.ChainSvc, throughSvc, len(restarted))
+	return nil
+}

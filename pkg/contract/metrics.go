@@ -1,0 +1,80 @@
+package contract
+
+// The agent's Prometheus series (agent/doc.go says what each one counts). The
+// agent registers them under these names and the suites read them by these
+// names.
+const (
+	// MetricSvcRefused is svclb_svc_refused_total{reason,namespace,service}:
+	// Phase 2's refusals, counted from the proxy's access log (reasons
+	// ReasonNoEndpoints, ReasonPortNotDeclared, ReasonNoService,
+	// ReasonNotProgrammed).
+	MetricSvcRefused = "svclb_svc_refused_total"
+	// MetricXDSNacks counts xDS updates the node proxy rejected.
+	MetricXDSNacks = "svclb_xds_nacks_total"
+
+	MetricSnapshotVersion   = "svclb_snapshot_version"
+	MetricSnapshotResources = "svclb_snapshot_resources"
+	MetricSnapshotRejected  = "svclb_snapshot_rejected_total"
+	MetricClusters          = "svclb_clusters"
+	MetricEndpoints         = "svclb_endpoints"
+	MetricListeners         = "svclb_listeners"
+	MetricPushDuration      = "svclb_push_duration_seconds"
+	// MetricProgrammingDuration is the agent's counterpart of kube-proxy's
+	// kubeproxy_network_programming_duration_seconds (same buckets).
+	MetricProgrammingDuration = "svclb_network_programming_duration_seconds"
+
+	// On-demand CDS (docs/architecture.md, "On-demand CDS mode").
+	MetricOnDemandAdmitted       = "svclb_ondemand_admitted_total"
+	MetricOnDemandPendingEvicted = "svclb_ondemand_pending_evicted_total"
+	// MetricOnDemandRefused is svclb_ondemand_refused_total{reason}: names
+	// the proxy asked for that were refused (reasons ReasonMalformed,
+	// ReasonExternal, ReasonNoService, ReasonPortNotDeclared, ReasonOverCap,
+	// ReasonKubeProxy).
+	MetricOnDemandRefused  = "svclb_ondemand_refused_total"
+	MetricOnDemandDemanded = "svclb_ondemand_demanded"
+	MetricOnDemandPending  = "svclb_ondemand_pending"
+
+	// MetricServiceRangeKnown is 1 while the agent knows the Service range
+	// (a ServiceCIDR with an IPv4 CIDR, or --service-range), 0 while it does
+	// not: then no destination is treated as a Service and every captured
+	// connection passes through to kube-proxy.
+	MetricServiceRangeKnown = "svclb_service_range_known"
+)
+
+// Label names of the agent's series.
+const (
+	LabelReason    = "reason"
+	LabelNamespace = "namespace"
+	LabelService   = "service"
+)
+
+// Refusal reasons: the values of LabelReason.
+const (
+	// ReasonNoEndpoints: UH on a published svc: cluster (no usable endpoint).
+	ReasonNoEndpoints = "no-endpoints"
+	// ReasonPortNotDeclared: the destination is a Service's ClusterIP on a
+	// port the Service does not declare.
+	ReasonPortNotDeclared = "port-not-declared"
+	// ReasonNoService: the destination is in the Service range and no
+	// Service owns it.
+	ReasonNoService = "no-service"
+	// ReasonNotProgrammed: NC on a known Service port the proxy had no
+	// cluster for yet (a programming-latency signal, not a client error).
+	ReasonNotProgrammed = "not-programmed"
+
+	// On-demand only (MetricOnDemandRefused).
+
+	// ReasonMalformed: not a cluster name the agent could ever publish.
+	ReasonMalformed = "malformed"
+	// ReasonExternal: outside the Service range.
+	ReasonExternal = "external"
+	// ReasonOverCap: a known Service port beyond --on-demand-max.
+	ReasonOverCap = "over-cap"
+	// ReasonKubeProxy: a port of APIServerService, which stays kube-proxy's
+	// and never gets a svc: cluster.
+	ReasonKubeProxy = "kube-proxy"
+)
+
+// MetricGuardRedeletionLatency is the guard's histogram of the time from
+// kube-proxy restoring a cut Service's object to the guard deleting it again.
+const MetricGuardRedeletionLatency = "svclb_guard_redeletion_latency_seconds"
