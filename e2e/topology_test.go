@@ -22,8 +22,8 @@ var _ = defineLeg(leg[*workload.Pinned]{
 	setup:      "trafficDistribution PreferClose, one echo backend in zone-a and one in zone-b (none in zone-c); kube-proxy objects deleted",
 	redExpect:  "no backend reply from any node",
 	greenMeans: "clients in zone-a and zone-b reach only their own zone; the client in zone-c (no endpoint) reaches the other zones",
-	chance: fmt.Sprintf("nothing statistical: a node's proxy holds its zone's endpoint in priority 0 and the others after it (overprovisioning 140: "+
-		"a healthy priority 0 takes all traffic), so a zone-a or zone-b client never draws another zone; the zone-c client only has other zones. "+
+	chance: fmt.Sprintf("nothing statistical: a node's proxy holds its zone's endpoint in priority 0 and the others after it (overprovisioning_factor 10^7: "+
+		"priority 0 takes all traffic while one of its hosts is usable), so a zone-a or zone-b client never draws another zone; the zone-c client only has other zones. "+
 		"Every attempt must succeed within %s (workload.AttemptTimeout)", workload.AttemptTimeout),
 	services: func(p *workload.Pinned) []measure.Dialled {
 		return []measure.Dialled{measure.ServicePort(p.Service, 80)}

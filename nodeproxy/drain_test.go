@@ -2,9 +2,11 @@ package nodeproxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,9 +89,25 @@ func setRanges(l *listenerv3.Listener, byChain map[string][]netip.Prefix) {
 
 // drainProxy starts a proxy with testDrainTime whose listener (on
 // 0.0.0.0:port) is the agent's, changed by twoChains(port, time.Hour), with
-// a cluster and a backend for each of vipA:port and vipB:port.
+// a cluster and a backend for each of vipA:port and vipB:port. freePort only
+// finds a port that was free a moment ago: any socket of a parallel test (an
+// ephemeral client port) may take it before the proxy binds, so a lost race
+// (EADDRINUSE) starts over on another port.
 func drainProxy(t *testing.T) (*Proxy, uint16) {
 	t.Helper()
+	for try := 1; ; try++ {
+		p, port, err := tryDrainProxy(t)
+		if err == nil {
+			return p, port
+		}
+		p.closeAll()
+		if !errors.Is(err, syscall.EADDRINUSE) || try == 5 {
+			t.Fatal(err)
+		}
+	}
+}
+
+func tryDrainProxy(t *testing.T) (*Proxy, uint16, error) {
 	p := New(Options{DrainTime: testDrainTime})
 	t.Cleanup(p.closeAll)
 	port := freePort(t).Port()
@@ -106,8 +124,8 @@ func drainProxy(t *testing.T) (*Proxy, uint16) {
 	if err := p.applyAssignments(loads, nil); err != nil {
 		t.Fatal(err)
 	}
-	update(t, p, twoChains(port, time.Hour))
-	return p, port
+	l := captureListener(localPod, loopbackOptions(false), twoChains(port, time.Hour))
+	return p, port, p.applyListeners(context.Background(), []*listenerv3.Listener{l}, nil)
 }
 
 // update applies the agent's listener of localPod (Phase 1) changed by muts.
