@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -96,7 +97,7 @@ func agentDownCheck(ctx context.Context, node string) (string, error) {
 		return "", fmt.Errorf("pod late was ready at %s, before the agent restart at %s", started, restartedAt)
 	}
 	return fmt.Sprintf("agent unreachable: sandbox refused (%q); after the agent restart pod late became ready %s later and is enrolled",
-		truncate(event, 160), started.Sub(restartedAt).Round(100*time.Millisecond)), nil
+		around(event, contract.EnrollSocket, 200), started.Sub(restartedAt).Round(100*time.Millisecond)), nil
 }
 
 // containerID is the runtime id of container in the node DaemonSet's pod podName.
@@ -123,11 +124,41 @@ func readySince(p *corev1.Pod) time.Time {
 	return time.Time{}
 }
 
-func truncate(s string, n int) string {
+// around is at most n bytes of s that hold its first sub (the event's prefix is the
+// runtime's, the plugin's error naming the socket comes last), marked where cut.
+func around(s, sub string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	end := len(s)
+	if i := strings.Index(s, sub); i >= 0 {
+		end = min(i+len(sub)+n/4, len(s)) // and a little of what follows it
+	}
+	start := max(0, end-n)
+	end = start + n
+	out := s[start:end]
+	if start > 0 {
+		out = "…" + out
+	}
+	if end < len(s) {
+		out += "…"
+	}
+	return out
+}
+
+// TestAround needs no cluster: the report keeps the part of a long event that names the socket.
+func TestAround(t *testing.T) {
+	event := strings.Repeat("x", 300) + " dial unix /var/run/svclb-cni/enroll.sock: no such file" + strings.Repeat("y", 300)
+	got := around(event, contract.EnrollSocket, 120)
+	if !strings.Contains(got, contract.EnrollSocket) || !strings.HasPrefix(got, "…") || !strings.HasSuffix(got, "…") || len(got) > 120+2*len("…") {
+		t.Errorf("around = %q", got)
+	}
+	if got := around("short", contract.EnrollSocket, 120); got != "short" {
+		t.Errorf("short: %q", got)
+	}
+	if got := around(strings.Repeat("z", 200), contract.EnrollSocket, 50); got != "…"+strings.Repeat("z", 50) {
+		t.Errorf("absent: want the tail, got %q", got)
+	}
 }
 
 // nodeCNIState is what the node shows of the plugin, for a failed check: the socket

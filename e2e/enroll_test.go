@@ -19,6 +19,7 @@ import (
 	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
+	"github.com/aether-mesh/svclb/fixtures/guard"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -28,31 +29,51 @@ import (
 const enrollNS = "svclb-enroll"
 
 type enrollWorkload struct {
-	to       string      // the cut Service
-	enrolled corev1.Pod  // the plain Deployment's pod in the enrolled namespace
-	control  *corev1.Pod // a plain pod in the legs' namespace (not enrolled)
-	node     string      // where both run
+	// labelled is Service enroll in the legs' namespace, labelled for the guard; byNamespace
+	// is Service nsmode in the enrolled namespace, without the label: the guard's namespace
+	// mode cuts it.
+	labelled, byNamespace *corev1.Service
+	enrolled              corev1.Pod  // the plain Deployment's pod in the enrolled namespace
+	control               *corev1.Pod // a plain pod in the legs' namespace (not enrolled)
+	node                  string      // where both run
+	// nsCut is how the guard cut byNamespace (guard.WaitCut).
+	nsCut string
 	// down is what agentDownCheck saw; downErr why it failed.
 	down, downErr string
 }
 
+// enrollChance: every attempt must succeed; the agent-down check only waits on signals.
+var enrollChance = allSucceed + "; the agent-down check (prepare) waits on signals within bounds, not odds: " +
+	"90 s for the kubelet's FailedCreatePodSandBox naming the socket, 1 min for the agent's restart, 3 min for the pod to be Ready"
+
 // enroll: a plain Deployment (nothing of svclb in its spec) in a namespace labelled
-// svclb.dev/mesh=enabled is captured by svclb-cni, and so reaches a cut Service green; a plain
-// pod in a namespace that is not enrolled is left alone.
+// svclb.dev/mesh=enabled is captured by svclb-cni, and so reaches cut Services green: one
+// labelled for the guard, and one of its own namespace that only the guard's namespace mode
+// cut. A plain pod in a namespace that is not enrolled is left alone.
 var _ = defineLeg(leg[enrollWorkload]{
 	name: "enroll",
-	setup: "svclb-cni installed on every node (the node DaemonSet's cni-install sidecar); namespace " + enrollNS + " labelled " +
-		contract.DefaultNamespaceSelector + " with a plain client Deployment (no init container, label or capability); Service enroll (2 echo backends, cut); " +
+	setup: "svclb-cni installed on every node (the node DaemonSet's cni-install sidecar); the guard runs --namespace-selector=" +
+		contract.DefaultNamespaceSelector + "; namespace " + enrollNS + " labelled " + contract.DefaultNamespaceSelector +
+		" with a plain client Deployment (no init container, label or capability); Service enroll in the legs' namespace (2 echo backends, labelled cut); " +
+		"Service " + enrollNS + "/nsmode (2 echo backends, no svclb label: cut by the guard for its namespace); " +
 		"a plain client in the legs' namespace (not enrolled) as control",
-	redExpect: "the enrolled client is captured (the agent reports it enrolled through the plugin) but with Phase 1 off its connections to the cut VIP pass through to kube-proxy's REJECT: no reply",
-	greenMeans: "every attempt of the enrolled client gets a backend's reply; in both runs the agent lists the enrolled client and not the control; " +
+	redExpect: "the enrolled client is captured (the agent lists it, set up by the plugin) but with Phase 1 off its connections to both cut VIPs " +
+		"pass through to kube-proxy's REJECT: no reply, the proxy closes every attempt",
+	greenMeans: "every attempt of the enrolled client to both Services gets a backend's reply through its node's svc: clusters; " +
+		"in both runs the agent lists the enrolled client with a listener and not the control; " +
 		"(prepared once) a pod created while the agent is unreachable starts only after the agent is back, captured",
+	chance:  enrollChance,
 	timeout: 8 * time.Minute,
 	prepare: prepareEnroll,
+	services: func(w enrollWorkload) []measure.Dialled {
+		return []measure.Dialled{measure.ServicePort(w.labelled, 80), measure.ServicePort(w.byNamespace, 80)}
+	},
 	measure: func(ctx context.Context, w enrollWorkload, run *evidence.Run) {
-		measure.FromEveryClient(ctx, suite.cluster, []corev1.Pod{w.enrolled}, w.to, workload.Quick, run)
-		if run.Error != "" {
-			return
+		for _, svc := range []*corev1.Service{w.labelled, w.byNamespace} {
+			measure.FromEveryClient(ctx, suite.cluster, []corev1.Pod{w.enrolled}, workload.Addr(svc, 80), workload.Quick, run)
+			if run.Error != "" {
+				return
+			}
 		}
 		pod, err := agent.PodOn(ctx, suite.cluster, w.node)
 		if err != nil {
@@ -75,6 +96,7 @@ var _ = defineLeg(leg[enrollWorkload]{
 		run.MetGreen = captured && run.Attempts > 0 && run.Replies == run.Attempts
 		run.MetRed = captured && run.Attempts > 0 && run.Replies == 0 && run.ProxyClosed == run.Attempts
 		run.Summary = fmt.Sprintf("%s; enrolled client listed=%v listener=%v; control untouched=%v", run.Counts(), listed, listener, controlLeft)
+		run.Notes = append(run.Notes, fmt.Sprintf("%s/%s has no %s label: %s", w.byNamespace.Namespace, w.byNamespace.Name, contract.KubeProxyLabel, w.nsCut))
 		if w.downErr != "" {
 			run.Summary += "; agent-down check FAILED: " + w.downErr
 		} else {
@@ -95,7 +117,7 @@ func prepareEnroll(ctx context.Context) (enrollWorkload, error) {
 		return w, err
 	}
 	DeferCleanup(func(ctx SpecContext) error { return deployNodeWithCNI(ctx, nil) }, NodeTimeout(4*time.Minute))
-	if err := waitConflists(ctx, true); err != nil {
+	if err := waitPlugin(ctx, true); err != nil {
 		return w, err
 	}
 	DeferCleanup(func(ctx SpecContext) error { return deleteNamespace(ctx, enrollNS) }, NodeTimeout(3*time.Minute))
@@ -106,11 +128,17 @@ func prepareEnroll(ctx context.Context) (enrollWorkload, error) {
 	if err := c.Create(ctx, ns); err != nil {
 		return w, err
 	}
-	svc, err := workload.DeployEcho(ctx, c, suite.legsNS, "enroll", workload.Backends{Replicas: 2}, workload.ServiceOptions{Cut: true})
-	if err != nil {
+	var err error
+	if w.labelled, err = workload.DeployEcho(ctx, c, suite.legsNS, "enroll", workload.Backends{Replicas: 2}, workload.ServiceOptions{Cut: true}); err != nil {
 		return w, err
 	}
-	w.to = workload.Addr(svc, 80)
+	// No Cut: the guard cuts it because its namespace is enrolled.
+	if w.byNamespace, err = workload.DeployEcho(ctx, c, enrollNS, "nsmode", workload.Backends{Replicas: 2}, workload.ServiceOptions{}); err != nil {
+		return w, err
+	}
+	if w.nsCut, err = guard.WaitCut(ctx, c, w.byNamespace, time.Minute); err != nil {
+		return w, fmt.Errorf("the guard's namespace mode: %w", err)
+	}
 	w.node = c.Workers()[0].Name
 	labels := map[string]string{workload.RoleLabel: "enrolled"}
 	dep := &appsv1.Deployment{
@@ -160,14 +188,16 @@ func deployNodeWithCNI(ctx context.Context, cni *manifests.CNIOptions) error {
 		return err
 	}
 	if cni == nil {
-		return waitConflists(ctx, false)
+		return waitPlugin(ctx, false)
 	}
 	return nil
 }
 
-// waitConflists waits until every node's CNI configuration has (or has not) the plugin.
-func waitConflists(ctx context.Context, want bool) error {
+// waitPlugin waits until every node has (or has not) the plugin: its binary in the CNI bin
+// dir and its entry in the node's conflists.
+func waitPlugin(ctx context.Context, want bool) error {
 	var last string
+	bin := contract.CNIBinDir + "/" + contract.CNIPluginType
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, n := range suite.cluster.Nodes {
 			out, err := suite.cluster.NodeExec(ctx, n.Name, "sh", "-c", "cat "+contract.CNIConfDir+"/*.conflist")
@@ -176,16 +206,25 @@ func waitConflists(ctx context.Context, want bool) error {
 				return false, nil
 			}
 			if strings.Contains(out, `"`+contract.CNIPluginType+`"`) != want {
-				last = fmt.Sprintf("node %s: plugin present=%v", n.Name, !want)
+				last = fmt.Sprintf("node %s: conflist entry present=%v", n.Name, !want)
+				return false, nil
+			}
+			out, err = suite.cluster.NodeExec(ctx, n.Name, "sh", "-c", "if [ -e "+bin+" ]; then echo present; fi")
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			if (strings.TrimSpace(out) == "present") != want {
+				last = fmt.Sprintf("node %s: %s present=%v", n.Name, bin, !want)
 				return false, nil
 			}
 		}
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("svclb-cni in every node's conflist=%v: %w (%s)", want, err, last)
+		return fmt.Errorf("svclb-cni on every node=%v: %w (%s)", want, err, last)
 	}
-	progress("svclb-cni in every node's conflist: %v", want)
+	progress("svclb-cni (binary and conflist entry) on every node: %v", want)
 	return nil
 }
 

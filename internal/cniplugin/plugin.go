@@ -13,7 +13,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
-	"github.com/aether-mesh/svclb/fixtures/capture"
+	"github.com/aether-mesh/svclb/internal/capture"
 	"github.com/aether-mesh/svclb/internal/enroll"
 )
 

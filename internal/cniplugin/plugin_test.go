@@ -18,6 +18,7 @@ import (
 	"github.com/aether-mesh/svclb/internal/enroll"
 	"github.com/aether-mesh/svclb/internal/enroll/enrolltest"
 	"github.com/aether-mesh/svclb/internal/netnstest"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 const meshNS = "mesh"
@@ -81,11 +82,10 @@ func TestAddCheckDelEnrolled(t *testing.T) {
 		}
 		samePrev(t, out.Bytes(), ns.Path())
 	}
-	if err := capture.Check(capture.Config{NetNSPath: ns.Path(), Port: capture.Port, Mark: capture.Mark, ProxyMark: capture.ProxyMark,
-		RouteTable: capture.RouteTable, RulePriority: capture.RulePriority}); err != nil {
+	if err := capture.Installed(ns.Path()); err != nil {
 		t.Fatalf("after ADD: %v", err)
 	}
-	rules, err := ns.Command("ip", "rule", "show", "fwmark", fmt.Sprintf("%#x", capture.Mark)).CombinedOutput()
+	rules, err := ns.Command("ip", "rule", "show", "fwmark", fmt.Sprintf("%#x", contract.CaptureMark)).CombinedOutput()
 	if err != nil || strings.Count(strings.TrimSpace(string(rules)), "\n") != 0 {
 		t.Errorf("want exactly one fwmark rule after two ADDs, got %q (%v)", rules, err)
 	}
@@ -100,14 +100,12 @@ func TestAddCheckDelEnrolled(t *testing.T) {
 	if err := p.Del(cmdArgs(ns.Path(), meshNS, stdin)); err != nil {
 		t.Fatalf("DEL: %v", err)
 	}
-	if err := capture.Check(capture.DefaultConfig()); err == nil {
-		// DefaultConfig checks the test's own netns: it must never have been touched.
-		t.Error("the host namespace has the capture rules")
+	if err := capture.Absent(""); err != nil {
+		// "": the test's own netns, which must never have been touched.
+		t.Errorf("the host namespace: %v", err)
 	}
-	cfg := capture.DefaultConfig()
-	cfg.NetNSPath = ns.Path()
-	if err := capture.Check(cfg); err == nil {
-		t.Error("capture rules still installed after DEL")
+	if err := capture.Absent(ns.Path()); err != nil {
+		t.Errorf("after DEL: %v", err)
 	}
 	if n := len(agent.Dels()); n != 1 {
 		t.Errorf("agent got %d dels, want 1", n)
@@ -135,10 +133,8 @@ func TestAddNotEnrolledPassesThrough(t *testing.T) {
 		t.Errorf("a pass-through ADD took %s", d)
 	}
 	samePrev(t, out.Bytes(), ns.Path())
-	cfg := capture.DefaultConfig()
-	cfg.NetNSPath = ns.Path()
-	if err := capture.Check(cfg); err == nil {
-		t.Error("capture installed for a pod that is not enrolled")
+	if err := capture.Absent(ns.Path()); err != nil {
+		t.Errorf("a pod that is not enrolled: %v", err)
 	}
 	if err := p.Check(cmdArgs(ns.Path(), "plain", conf(agent.Socket, ns.Path(), ""))); err != nil {
 		t.Errorf("CHECK of a pass-through pod: %v", err)
@@ -167,10 +163,8 @@ func TestAddAgentMissingFailsNamingTheSocket(t *testing.T) {
 	if ce.Code != types.ErrTryAgainLater || !strings.Contains(ce.Details, missing) {
 		t.Errorf("want code %d naming %s, got %+v", types.ErrTryAgainLater, missing, ce)
 	}
-	cfg := capture.DefaultConfig()
-	cfg.NetNSPath = ns.Path()
-	if capture.Check(cfg) == nil {
-		t.Error("capture installed although the agent could not be asked")
+	if err := capture.Absent(ns.Path()); err != nil {
+		t.Errorf("the agent could not be asked: %v", err)
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/aether-mesh/svclb/fixtures/capture"
+	"github.com/aether-mesh/svclb/internal/capture"
 )
 
 // WaitListening polls until a TCP socket listens on port in the netns at path, or ctx ends.

@@ -12,15 +12,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// apiServerService is never cut: it is how every pod, meshed or not, and every controller
-// reaches the apiserver.
-var apiServerService = types.NamespacedName{Namespace: "default", Name: "kubernetes"}
-
 // WatchServicesByNamespace is WatchServices in namespace-selector mode: s's Services are those
-// labelled Label=LabelValue plus every Service of a namespace nsSelector matches (the enrolled
-// namespaces of svclb-cni: their pods are all meshed), never default/kubernetes. A namespace
-// relabelled, or a Service created in an enrolled namespace, changes the set. It needs list
-// and watch on Services and Namespaces.
+// labelled Label=LabelValue, as in WatchServices, plus every Service of a namespace nsSelector
+// matches (the namespaces svclb-cni enrolls: all their pods are meshed) except those Refuse
+// names: default/kubernetes is never chosen for its namespace (labelled, the Guard refuses it
+// as in label mode). A namespace relabelled, or a Service created in an enrolled namespace,
+// changes the set. It needs list and watch on Services and Namespaces.
 func WatchServicesByNamespace(ctx context.Context, client kubernetes.Interface, nsSelector labels.Selector, s ServiceSetter) error {
 	f := informers.NewSharedInformerFactory(client, 0)
 	svcInf, nsInf := f.Core().V1().Services(), f.Core().V1().Namespaces()
@@ -58,8 +55,7 @@ func WatchServicesByNamespace(ctx context.Context, client kubernetes.Interface, 
 		}
 		var chosen []*corev1.Service
 		for _, svc := range svcs {
-			key := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
-			if key != apiServerService && (enrolled[svc.Namespace] || Selector.Matches(labels.Set(svc.Labels))) {
+			if chosenIn(svc, enrolled[svc.Namespace]) {
 				chosen = append(chosen, svc)
 			}
 		}
@@ -70,4 +66,19 @@ func WatchServicesByNamespace(ctx context.Context, client kubernetes.Interface, 
 		case <-changed:
 		}
 	}
+}
+
+// Chosen reports whether the guard chooses svc, whose namespace is labelled nsLabels, in
+// namespace-selector mode nsSelector (nil: label mode, WatchServices): what the watchers
+// feed a Guard, for a caller that must tell the same (the e2e evidence).
+func Chosen(svc *corev1.Service, nsLabels map[string]string, nsSelector labels.Selector) bool {
+	return chosenIn(svc, nsSelector != nil && nsSelector.Matches(labels.Set(nsLabels)))
+}
+
+// chosenIn: labelled, or in an enrolled namespace and not refused.
+func chosenIn(svc *corev1.Service, enrolled bool) bool {
+	if Selector.Matches(labels.Set(svc.Labels)) {
+		return true
+	}
+	return enrolled && Refuse(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}) == ""
 }
