@@ -10,11 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/aether-mesh/svclb/internal/netnstest"
-	"github.com/aether-mesh/svclb/internal/testenv"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -84,27 +81,13 @@ func TestGuardWithAPIServerNamespaceMode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts kube-apiserver and etcd")
 	}
-	ns := netnstest.New(t) // skips when not root, before starting anything
-	cfg := testenv.Start(t, testenv.Options{})
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
+	e := startAPIServerEnv(t)
+	ns, kube, c, create := e.ns, e.kube, e.conn, e.create
+	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
-
-	load(t, ns, "kube-proxy-v1.34.nft")
-	c := conn(t, ns)
 	enrolled := map[string]string{contract.MeshLabel: contract.MeshEnabled}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, namespace("other", enrolled), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
-	}
-	create := func(namespace, name string, lbls map[string]string) {
-		t.Helper()
-		s := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: lbls},
-			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
-		}
-		if _, err := kube.CoreV1().Services(namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
 	}
 	create("other", "demo", nil)                                    // enrolled namespace, no label
 	create("default", "demo", map[string]string{Label: LabelValue}) // labelled, namespace not enrolled
