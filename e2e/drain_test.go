@@ -18,8 +18,14 @@ import (
 	"github.com/aether-mesh/svclb/fixtures/workload"
 )
 
-// drainDelay is how long a deleted backend stays serving-but-terminating.
-const drainDelay = 60 * time.Second
+// drainDelay is how long a deleted backend stays serving-but-terminating:
+// longer than two stages that each wait out drainSettleWithin.
+const drainDelay = 2 * time.Minute
+
+// drainSettleWithin bounds the wait for kube-proxy's sync of a stage's
+// change: after a failed sync kube-proxy retries in its syncPeriod (30 s
+// here) unless another change comes first.
+const drainSettleWithin = 45 * time.Second
 
 // The drain leg's stages, as its timeline names them.
 const (
@@ -40,9 +46,9 @@ var _ = defineLeg(leg[*drainWorkload]{
 	setup:      fmt.Sprintf("2 echo backends that stay serving-but-terminating for %s after deletion (preStop sleep, long grace; readiness fails on SIGTERM like netexec --delay-shutdown); deleted one, then the other; kube-proxy objects deleted", drainDelay),
 	redExpect:  "no backend reply at any stage",
 	greenMeans: "while one ready endpoint exists no connection reaches the terminating one; with none ready, connections reach the terminating ones",
-	timeout:    6 * time.Minute,
+	timeout:    8 * time.Minute,
 	chance: fmt.Sprintf("nothing statistical: every attempt of every stage must reach a backend in the stage's state, each within %s "+
-		"(workload.AttemptTimeout); each stage starts once every node's proxy serves the stage's endpoints", workload.AttemptTimeout),
+		"(workload.AttemptTimeout); each stage starts once every node's proxy serves the stage's endpoints and every node's kube-proxy has synced the change (the guard having cut again what the sync restored)", workload.AttemptTimeout),
 	services: func(dw *drainWorkload) []measure.Dialled { return []measure.Dialled{measure.ServicePort(dw.svc, 80)} },
 	prepare: func(ctx context.Context) (*drainWorkload, error) {
 		svc := workload.Service(suite.legsNS, "drain", workload.ServiceOptions{Selector: map[string]string{workload.AppLabel: "drain"}, Cut: true})
@@ -80,21 +86,31 @@ func drainPod(name string) *corev1.Pod {
 // in the states of pods, then until every node's proxy serves those
 // endpoints (measure.WaitProgrammed: with Phase 1 on, each ready one in the
 // first priority and each terminating one after them; with it off, no svc:
-// cluster at all).
-func drainProgrammed(ctx context.Context, dw *drainWorkload, pods map[string]string) error {
+// cluster at all), and until every node's kube-proxy has synced the change
+// made at since and the guard has cut what that sync put back: a stage
+// dials only once both data planes have settled, so no red attempt lands
+// in the moment a kube-proxy sync restored the Service.
+func drainProgrammed(ctx context.Context, dw *drainWorkload, pods map[string]string, since time.Time) error {
 	if err := workload.WaitEndpoints(ctx, suite.cluster, suite.legsNS, dw.svc.Name, pods); err != nil {
 		return err
 	}
 	d, err := measure.WaitProgrammed(ctx, suite.cluster, []measure.Dialled{measure.ServicePort(dw.svc, 80)})
-	if err == nil {
-		progress("leg drain: endpoints %v served by every node's proxy after %s", pods, d.Round(10*time.Millisecond))
+	if err != nil {
+		return err
 	}
-	return err
+	k, err := guard.WaitKubeProxySynced(ctx, suite.cluster, dw.svc, since, drainSettleWithin)
+	if err != nil {
+		return err
+	}
+	progress("leg drain: endpoints %v served by every node's proxy after %s, kube-proxy synced and the Service cut again %s later",
+		pods, d.Round(10*time.Millisecond), k.Round(10*time.Millisecond))
+	return nil
 }
 
 func measureDrain(ctx context.Context, dw *drainWorkload, run *evidence.Run) error {
 	pods := map[string]string{} // name → workload.EndpointReady | EndpointTerminating
 	names := []string{"drain-" + string(run.Mode) + "-a", "drain-" + string(run.Mode) + "-b"}
+	created := time.Now()
 	for _, n := range names {
 		if err := suite.cluster.Create(ctx, drainPod(n)); err != nil {
 			return err
@@ -120,7 +136,7 @@ func measureDrain(ctx context.Context, dw *drainWorkload, run *evidence.Run) err
 	if _, err := suite.cluster.WaitPodsReady(ctx, suite.legsNS, workload.AppLabel+"=drain", 2, 2*time.Minute); err != nil {
 		return err
 	}
-	if err := drainProgrammed(ctx, dw, pods); err != nil {
+	if err := drainProgrammed(ctx, dw, pods, created); err != nil {
 		return err
 	}
 	client := suite.clients[0]
@@ -163,11 +179,12 @@ func measureDrain(ctx context.Context, dw *drainWorkload, run *evidence.Run) err
 		{names[1], stageOneEach, workload.EndpointReady},
 		{names[0], stageTerminating, workload.EndpointTerminating},
 	} {
+		deleted := time.Now()
 		if err := suite.cluster.CS.CoreV1().Pods(suite.legsNS).Delete(ctx, st.pod, metav1.DeleteOptions{}); err != nil {
 			return fmt.Errorf("delete %s (deletion %d): %w", st.pod, i+1, err)
 		}
 		pods[st.pod] = workload.EndpointTerminating
-		if err := drainProgrammed(ctx, dw, pods); err != nil {
+		if err := drainProgrammed(ctx, dw, pods, deleted); err != nil {
 			return err
 		}
 		if err := stage(st.label, st.want); err != nil {

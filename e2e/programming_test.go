@@ -26,9 +26,6 @@ import (
 const (
 	// kubeProxyProgMetric is kube-proxy's network programming histogram.
 	kubeProxyProgMetric = "kubeproxy_network_programming_duration_seconds"
-	// kubeProxyMetricsPort is kube-proxy's metrics port on each node's
-	// 127.0.0.1 (kubeadm's default metricsBindAddress).
-	kubeProxyMetricsPort = 10249
 )
 
 // programmingHistograms sums the agent's histogram over every agent, and
@@ -43,7 +40,7 @@ func programmingHistograms(ctx context.Context) (a, kp metrics.Histogram, err er
 	}
 	// Out of the apiserver proxy's reach: read it on the node.
 	for _, n := range suite.cluster.Nodes {
-		body, err := suite.cluster.NodeGet(ctx, n.Name, kubeProxyMetricsPort, "/metrics")
+		body, err := suite.cluster.NodeGet(ctx, n.Name, guard.KubeProxyMetricsPort, "/metrics")
 		if err != nil {
 			return a, kp, fmt.Errorf("kube-proxy metrics: %w", err)
 		}
