@@ -1,0 +1,32 @@
+# perf/perf.mk: the agent side by side with kube-proxy on the kind cluster (issue 17; perf/doc.go).
+# Not yet included by the root Makefile: run it as
+#   make -f Makefile -f perf/perf.mk perf                       every measurement (base, new Service, each size)
+#   make -f Makefile -f perf/perf.mk perf PERF_RUN=TestEndpointChange   one (a go test -run regexp)
+#   make -f Makefile -f perf/perf.mk perf PERF_RUN=TestScale PERF_SIZES=1000
+#   make -f Makefile -f perf/perf.mk perf-report                re-render report.md/.html from the JSON results
+# The root Makefile defines REPO, OUT and GO; kindconfig/kindconfig.mk the cluster's variables.
+# The cluster is shared: hold /tmp/svclb-e2e.lock around `perf` (flock). Results: $(PERF_ARTIFACTS).
+
+PERF_RUN          ?= .
+PERF_SIZES        ?= 1000,5000
+PERF_CHANGES      ?= 30
+PERF_SCALE_CHANGES ?= 30
+PERF_TRIALS       ?= 20
+PERF_PROXY        ?= builtin
+PERF_ARTIFACTS    ?= $(REPO)/_artifacts/perf
+PERF_TIMEOUT      ?= 60m
+PERF_CLIENT_IMAGE ?= svclb/perf-client:dev
+
+##@ Performance beside kube-proxy (perf/)
+
+.PHONY: perf
+perf: ## The agent beside kube-proxy on kind: PERF_RUN=<test regexp> PERF_SIZES=1000,5000; report in _artifacts/perf/
+	@REPO=$(REPO) OUT=$(OUT) GO="$(GO)" MAKE="$(MAKE) --no-print-directory -f $(REPO)/Makefile" \
+	RUN="$(PERF_RUN)" SIZES="$(PERF_SIZES)" CHANGES=$(PERF_CHANGES) SCALE_CHANGES=$(PERF_SCALE_CHANGES) TRIALS=$(PERF_TRIALS) \
+	PROXY=$(PERF_PROXY) ARTIFACTS=$(PERF_ARTIFACTS) TIMEOUT=$(PERF_TIMEOUT) CLIENT_IMAGE=$(PERF_CLIENT_IMAGE) \
+	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) \
+	bash $(REPO)/perf/run.sh
+
+.PHONY: perf-report
+perf-report: ## Re-render _artifacts/perf/report.md and report.html from the results there
+	@$(GO) run ./perf/cmd/report -dir $(PERF_ARTIFACTS)
