@@ -29,6 +29,14 @@ import (
 // unresolvedRetry rechecks captured pods whose netns did not show up yet (CNI still running).
 const unresolvedRetry = 2 * time.Second
 
+// maxCoalesce bounds how long the loop coalesces changes during a sustained burst: kube-proxy's
+// nftables minSyncPeriod default. Why it widens at all: every push costs the xDS server work in
+// proportion to every resource it holds, not to the change (go-control-plane's LinearCache
+// compares each subscription's known versions with every resource, and each response carries
+// the client's whole version map), so Services created one after the other, one per push, cost
+// O(N) each. See docs/perf.md.
+const maxCoalesce = time.Second
+
 // publisher is what the syncer pushes to; *xdsserver.Server satisfies it.
 type publisher interface {
 	Apply(xdsserver.Update) error
@@ -71,6 +79,7 @@ type syncer struct {
 	restored       []string   // names loaded from the demand file, for the first sync
 	kick           chan struct{}
 	retry          *time.Timer // rechecks unresolved captured pods
+	maxCoalesce    time.Duration
 
 	// Owned by the sync goroutine.
 	set       translate.Set
@@ -91,7 +100,7 @@ func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceList
 		dirty: map[k8stypes.NamespacedName]struct{}{}, triggers: map[k8stypes.NamespacedName]time.Time{},
 		dirtyAll: true, dirtyListeners: true, node: node, phase1: phase1, phase2: phase2,
 		mode: CDSProactive, demand: newDemand(DefaultOnDemandMax, ""),
-		kick: make(chan struct{}, 1),
+		kick: make(chan struct{}, 1), maxCoalesce: maxCoalesce,
 		set: translate.Set{
 			Clusters:  map[string]*clusterv3.Cluster{},
 			Loads:     map[string]*endpointv3.ClusterLoadAssignment{},
@@ -115,10 +124,15 @@ func (s *syncer) configureDemand(mode CDSMode, max int, file string) {
 }
 
 // loop rebuilds like kube-proxy's bounded-frequency runner: a change after a quiet period is
-// pushed at once (no added latency), and what arrives within debounce of a push is coalesced
-// into the next one, so a burst costs at most one push per interval.
+// pushed at once (no added latency), and what arrives within the coalescing window of a push
+// is coalesced into the next one. The window is debounce; while changes keep coming (one was
+// waiting when the window closed) it doubles with each push up to s.maxCoalesce, and a window
+// that closes with nothing waiting sets it back to debounce. So a short burst costs a push per
+// debounce, and a sustained one (Services created one after the other) about one per second,
+// as kube-proxy's syncs.
 func (s *syncer) loop(ctx context.Context, rangeChanged func() <-chan struct{}, debounce time.Duration) {
 	changed := rangeChanged()
+	window := debounce
 	for {
 		select {
 		case <-ctx.Done():
@@ -135,7 +149,12 @@ func (s *syncer) loop(ctx context.Context, rangeChanged func() <-chan struct{}, 
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(debounce):
+		case <-time.After(window):
+		}
+		if len(s.kick) > 0 {
+			window = min(2*window, max(s.maxCoalesce, debounce))
+		} else {
+			window = debounce
 		}
 	}
 }

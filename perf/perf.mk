@@ -12,6 +12,8 @@ PERF_SIZES        ?= 1000,5000
 PERF_CHANGES      ?= 30
 PERF_SCALE_CHANGES ?= 30
 PERF_TRIALS       ?= 20
+# Creating a size's objects may take this long (the cluster's lock is held 12 min at most).
+PERF_CREATE_WITHIN ?= 6m
 PERF_PROXY        ?= builtin
 PERF_ARTIFACTS    ?= $(REPO)/_artifacts/perf
 PERF_TIMEOUT      ?= 60m
@@ -22,7 +24,7 @@ PERF_CLIENT_IMAGE ?= svclb/perf-client:dev
 .PHONY: perf
 perf: ## The agent beside kube-proxy on kind: PERF_RUN=<test regexp> PERF_SIZES=1000,5000; report in _artifacts/perf/
 	@REPO=$(REPO) OUT=$(OUT) GO="$(GO)" MAKE="$(MAKE) --no-print-directory -f $(REPO)/Makefile" \
-	RUN="$(PERF_RUN)" SIZES="$(PERF_SIZES)" CHANGES=$(PERF_CHANGES) SCALE_CHANGES=$(PERF_SCALE_CHANGES) TRIALS=$(PERF_TRIALS) \
+	RUN="$(PERF_RUN)" SIZES="$(PERF_SIZES)" CHANGES=$(PERF_CHANGES) SCALE_CHANGES=$(PERF_SCALE_CHANGES) TRIALS=$(PERF_TRIALS) CREATE_WITHIN=$(PERF_CREATE_WITHIN) \
 	PROXY=$(PERF_PROXY) ARTIFACTS=$(PERF_ARTIFACTS) TIMEOUT=$(PERF_TIMEOUT) CLIENT_IMAGE=$(PERF_CLIENT_IMAGE) \
 	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) \
 	bash $(REPO)/perf/run.sh

@@ -34,7 +34,7 @@ step "suite: -run '${RUN:-.}', sizes ${SIZES:-}, $(uptime)"
   cd "$REPO/perf" &&
     SVCLB_PERF=1 SVCLB_KUBECONFIG="$KUBECONFIG_FILE" SVCLB_CLUSTER="$CLUSTER" SVCLB_PERF_ARTIFACTS="$ARTIFACTS" \
       SVCLB_PROXY="${PROXY:-builtin}" SVCLB_PERF_CLIENT_IMAGE="$CLIENT_IMAGE" SVCLB_PERF_SIZES="${SIZES:-}" \
-      SVCLB_PERF_CHANGES="${CHANGES:-}" SVCLB_PERF_SCALE_CHANGES="${SCALE_CHANGES:-}" SVCLB_PERF_TRIALS="${TRIALS:-}" \
+      SVCLB_PERF_CHANGES="${CHANGES:-}" SVCLB_PERF_SCALE_CHANGES="${SCALE_CHANGES:-}" SVCLB_PERF_TRIALS="${TRIALS:-}" SVCLB_PERF_CREATE_WITHIN="${CREATE_WITHIN:-}" \
       "$OUT/perf.test" -test.run "${RUN:-.}" -test.count=1 -test.timeout "${TIMEOUT:-60m}" -test.v
 ) 2>&1 | tee "$ARTIFACTS/perf-$(date +%Y%m%d-%H%M%S).log"
 rc=${PIPESTATUS[0]}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +34,17 @@ const (
 	// programWithin bounds creating and programming one size.
 	programWithin = 12 * time.Minute
 )
+
+// createWithin bounds creating a size's objects (SVCLB_PERF_CREATE_WITHIN): the cluster is
+// shared and locked for at most 12 minutes a run, creating and deleting included. A size that
+// takes longer does not fit this machine; the run says how far it got.
+var createWithin = func() time.Duration {
+	d, err := time.ParseDuration(os.Getenv("SVCLB_PERF_CREATE_WITHIN"))
+	if err != nil || d <= 0 {
+		return 6 * time.Minute
+	}
+	return d
+}()
 
 // TestScale: every size of SVCLB_PERF_SIZES in turn, each cleaned up before
 // the next.
@@ -108,9 +120,11 @@ func measureScale(ctx context.Context, res *result.Scale) error {
 	start := time.Now()
 	progress("scale %d: creating %d Services × %d endpoints; %s", n, n, scaleEndpoints, load())
 	created := make(chan error, 1)
+	createCtx, stopCreating := context.WithTimeout(ctx, createWithin)
+	defer stopCreating()
 	go func() {
 		step := max(n/5, 1)
-		created <- scale.Populate(ctx, kube, spec, func(done int) {
+		created <- scale.Populate(createCtx, kube, spec, func(done int) {
 			if done%step == 0 {
 				progress("scale %d: created %d (%s)", n, done, time.Since(start).Round(time.Second))
 			}
@@ -124,7 +138,7 @@ func measureScale(ctx context.Context, res *result.Scale) error {
 			select {
 			case err := <-created:
 				if err != nil {
-					return false, err
+					return false, fmt.Errorf("creating (at most %s: the lock's budget): %w", createWithin, err)
 				}
 				doneCreating = true
 				res.Created = time.Since(start)
