@@ -68,7 +68,8 @@ func kubeProxyFullSyncs(ctx context.Context, node string) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("kube-proxy metrics on %s: %w", node, err)
 	}
-	return m.Sum("kubeproxy_sync_full_proxy_rules_duration_seconds_count", nil), nil
+	// A histogram: its _count sample belongs to the family, not a family of its own.
+	return m.Histogram("kubeproxy_sync_full_proxy_rules_duration_seconds", map[string]string{"ip_family": "IPv4"}).Count, nil
 }
 
 // kubeProxySyncFailures is kube-proxy's count of failed nftables syncs on

@@ -14,6 +14,8 @@ PERF_SCALE_CHANGES ?= 30
 PERF_TRIALS       ?= 20
 # Creating a size's objects may take this long (the cluster's lock is held 12 min at most).
 PERF_CREATE_WITHIN ?= 6m
+# 0: skip restarting kube-proxy and the node pod at each size.
+PERF_RESTARTS     ?= 1
 PERF_PROXY        ?= builtin
 PERF_ARTIFACTS    ?= $(REPO)/_artifacts/perf
 PERF_TIMEOUT      ?= 60m
@@ -24,7 +26,7 @@ PERF_CLIENT_IMAGE ?= svclb/perf-client:dev
 .PHONY: perf
 perf: ## The agent beside kube-proxy on kind: PERF_RUN=<test regexp> PERF_SIZES=1000,5000; report in _artifacts/perf/
 	@REPO=$(REPO) OUT=$(OUT) GO="$(GO)" MAKE="$(MAKE) --no-print-directory -f $(REPO)/Makefile" \
-	RUN="$(PERF_RUN)" SIZES="$(PERF_SIZES)" CHANGES=$(PERF_CHANGES) SCALE_CHANGES=$(PERF_SCALE_CHANGES) TRIALS=$(PERF_TRIALS) CREATE_WITHIN=$(PERF_CREATE_WITHIN) \
+	RUN="$(PERF_RUN)" SIZES="$(PERF_SIZES)" CHANGES=$(PERF_CHANGES) SCALE_CHANGES=$(PERF_SCALE_CHANGES) TRIALS=$(PERF_TRIALS) CREATE_WITHIN=$(PERF_CREATE_WITHIN) RESTARTS=$(PERF_RESTARTS) \
 	PROXY=$(PERF_PROXY) ARTIFACTS=$(PERF_ARTIFACTS) TIMEOUT=$(PERF_TIMEOUT) CLIENT_IMAGE=$(PERF_CLIENT_IMAGE) \
 	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) \
 	bash $(REPO)/perf/run.sh

@@ -189,7 +189,7 @@ func scaleSection(s *result.Scale) Section {
 		Notes: s.Notes,
 	}
 	if s.Broke != "" {
-		sec.Notes = append([]string{"Did not fit: " + s.Broke}, sec.Notes...)
+		sec.Notes = append([]string{"Stopped: " + s.Broke}, sec.Notes...)
 	}
 	t := Table{Header: []string{"node", "programmed: agent", "kube-proxy", "CPU s: agent", "kube-proxy", "ratio", "VmRSS: agent", "kube-proxy", "ratio",
 		"config dump: proactive", "on-demand"}}
