@@ -3,12 +3,53 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/onsi/gomega"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
 )
 
-// runLoop runs f's loop until the test ends and returns a function that stops it and waits.
-func runLoop(t *testing.T, f *fixture, debounce time.Duration) (stop func()) {
+// countingPub counts the pushes the loop makes while the test reads them.
+type countingPub struct {
+	mu    sync.Mutex
+	inner publisher
+	n     int
+}
+
+func (c *countingPub) Apply(u xdsserver.Update) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	return c.inner.Apply(u)
+}
+
+func (c *countingPub) pushes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// TestCoalesceWindow drives the loop on a fake clock, one debounce slice at a time, so what it
+// checks does not depend on the machine's load: a change to an idle loop is pushed without the
+// clock moving; a sustained burst (a change in every slice) is pushed at the end of windows of
+// 1, 2, 4, 8, 8, … slices; a burst that pauses for one slice is pushed at that slice, and the
+// loop is idle again after one more quiet slice.
+func TestCoalesceWindow(t *testing.T) {
+	const debounce = 10 * time.Millisecond
+	g := gomega.NewWithT(t)
+	f := newFixture(t)
+	f.sync(t)
+	pub := &countingPub{inner: f.pub}
+	f.s.pub = pub
+	clk := testingclock.NewFakeClock(time.Now())
+	f.s.clock = clk
+	f.s.maxCoalesce = 8 * debounce
+
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	never := make(chan struct{})
@@ -16,62 +57,69 @@ func runLoop(t *testing.T, f *fixture, debounce time.Duration) (stop func()) {
 		defer close(done)
 		f.s.loop(ctx, func() <-chan struct{} { return never }, debounce)
 	}()
-	stop = func() { cancel(); <-done }
-	t.Cleanup(stop)
-	return stop
-}
+	t.Cleanup(func() { cancel(); <-done })
 
-// waitClusters waits until the published status counts n clusters and returns when it saw it.
-func waitClusters(t *testing.T, f *fixture, n int, within time.Duration) time.Time {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if f.s.status.Load().Clusters >= n {
-			return time.Now()
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("%d clusters not published within %s (have %d)", n, within, f.s.status.Load().Clusters)
-	return time.Time{}
-}
-
-// TestLoopWidensUnderSustainedChurn: Services created one every 2 ms for a second and a half
-// (a sustained burst) cost a push per widening window, not one per debounce: about a dozen
-// with windows doubling from 10 ms to 400 ms, where a fixed 10 ms window makes a hundred. Then,
-// after a quiet window, the window is back at the debounce: of two changes 30 ms apart, the
-// second is pushed at once, not a widened window after the first.
-func TestLoopWidensUnderSustainedChurn(t *testing.T) {
-	f := newFixture(t)
-	f.s.maxCoalesce = 400 * time.Millisecond
-	f.sync(t)
-	before := len(f.pub.updates)
-	add := func(i int) {
-		svc := svcObj(fmt.Sprintf("svc-%d", i), fmt.Sprintf("10.96.%d.%d", 1+i/250, 1+i%250))
+	n := 0
+	change := func() {
+		svc := svcObj(fmt.Sprintf("svc-%d", n), fmt.Sprintf("10.96.%d.%d", 1+n/250, 1+n%250))
+		n++
 		_ = f.services.Add(svc)
 		f.s.serviceChanged(svc)
 	}
-	stop := runLoop(t, f, 10*time.Millisecond)
-	n := 0
-	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); n++ {
-		add(n)
-		time.Sleep(2 * time.Millisecond)
+	// pushedAtOnce: the loop is idle, so a change goes out with the clock standing still.
+	pushedAtOnce := func(why string) {
+		t.Helper()
+		before := pub.pushes()
+		change()
+		g.Eventually(pub.pushes).WithTimeout(5*time.Second).WithPolling(time.Millisecond).
+			Should(gomega.Equal(before+1), "%s: a change to an idle loop is pushed without the clock moving", why)
 	}
-	waitClusters(t, f, n+1, 5*time.Second) // + passthrough_original_dst
-	time.Sleep(600 * time.Millisecond)     // a quiet window: longer than the widest
-	add(n)
-	waitClusters(t, f, n+2, 5*time.Second)
-	time.Sleep(30 * time.Millisecond) // inside the debounce no more: the first push's window closed
-	changed := time.Now()
-	add(n + 1)
-	published := waitClusters(t, f, n+3, 5*time.Second)
-	stop()
-	// Under load the burst's pushes can only be fewer (slower feeding, longer syncs); a fixed
-	// 10 ms window makes about 1500/(10+2) ≈ 100-150.
-	if pushes := len(f.pub.updates) - before; pushes > 30 {
-		t.Errorf("%d changes over 1.5 s made %d pushes, want at most 30 (windows widening to 400 ms)", n, pushes)
+	// slice lets one debounce pass once the loop waits on the clock, and returns once the loop
+	// waits again (or, if it went idle, once it had the time to): its pushes are then counted.
+	slice := func() {
+		t.Helper()
+		g.Eventually(clk.HasWaiters).WithTimeout(5*time.Second).WithPolling(time.Millisecond).
+			Should(gomega.BeTrue(), "the loop waits on a coalescing window")
+		clk.Step(debounce)
 	}
-	// Without the reset the second change waits out a 400 ms window.
-	if d := published.Sub(changed); d > 150*time.Millisecond {
-		t.Errorf("after a quiet window, a change was published %s after it happened: the window did not reset", d)
+	waiting := func() {
+		t.Helper()
+		g.Eventually(clk.HasWaiters).WithTimeout(5 * time.Second).WithPolling(time.Millisecond).Should(gomega.BeTrue())
+	}
+
+	pushedAtOnce("first change")
+
+	// A sustained burst: a change in each of 31 slices.
+	var pushedAt []int
+	for i := 1; i <= 31; i++ {
+		before := pub.pushes()
+		change()
+		slice()
+		waiting() // every slice brought a change: the loop keeps coalescing
+		if pub.pushes() > before {
+			pushedAt = append(pushedAt, i)
+		}
+	}
+	if want := []int{1, 3, 7, 15, 23, 31}; !slices.Equal(pushedAt, want) {
+		t.Errorf("a sustained burst was pushed after slices %v, want %v (windows of 1, 2, 4, 8, 8, 8 slices)", pushedAt, want)
+	}
+
+	// The window is now 8 slices wide. A change in the first slice, then a quiet slice: the
+	// burst paused, so the change goes out at the quiet slice, not at the end of the window.
+	before := pub.pushes()
+	change()
+	slice()
+	waiting()
+	if pub.pushes() != before {
+		t.Fatalf("pushed after one busy slice of an 8-slice window")
+	}
+	slice()
+	g.Eventually(pub.pushes).WithTimeout(5*time.Second).WithPolling(time.Millisecond).
+		Should(gomega.Equal(before+1), "a burst that paused for a slice is pushed at that slice")
+	// One more quiet slice (the window is back at the debounce): idle.
+	slice()
+	pushedAtOnce("after a quiet slice")
+	if pushes := pub.pushes(); pushes != 1+len(pushedAt)+2 {
+		t.Errorf("%d pushes, want %d", pushes, 1+len(pushedAt)+2)
 	}
 }

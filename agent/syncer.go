@@ -19,6 +19,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
 	"github.com/aether-mesh/svclb/internal/translate"
@@ -28,14 +29,6 @@ import (
 
 // unresolvedRetry rechecks captured pods whose netns did not show up yet (CNI still running).
 const unresolvedRetry = 2 * time.Second
-
-// maxCoalesce bounds how long the loop coalesces changes during a sustained burst: kube-proxy's
-// nftables minSyncPeriod default. Why it widens at all: every push costs the xDS server work in
-// proportion to every resource it holds, not to the change (go-control-plane's LinearCache
-// compares each subscription's known versions with every resource, and each response carries
-// the client's whole version map), so Services created one after the other, one per push, cost
-// O(N) each. See docs/perf.md.
-const maxCoalesce = time.Second
 
 // publisher is what the syncer pushes to; *xdsserver.Server satisfies it.
 type publisher interface {
@@ -80,6 +73,7 @@ type syncer struct {
 	restored       []string   // names loaded from the demand file, for the first sync
 	kick           chan struct{}
 	retry          *time.Timer // rechecks unresolved captured pods
+	clock          clock.Clock // times the coalescing windows (coalesce.go)
 	maxCoalesce    time.Duration
 
 	// Owned by the sync goroutine.
@@ -101,7 +95,7 @@ func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceList
 		dirty: map[k8stypes.NamespacedName]struct{}{}, triggers: map[k8stypes.NamespacedName]time.Time{},
 		dirtyAll: true, dirtyListeners: true, node: node, phase1: phase1, phase2: phase2,
 		mode: CDSProactive, demand: newDemand(DefaultOnDemandMax, ""),
-		kick: make(chan struct{}, 1), maxCoalesce: maxCoalesce,
+		kick: make(chan struct{}, 1), clock: clock.RealClock{}, maxCoalesce: maxCoalesce,
 		set: translate.Set{
 			Clusters:  map[string]*clusterv3.Cluster{},
 			Loads:     map[string]*endpointv3.ClusterLoadAssignment{},
@@ -124,16 +118,13 @@ func (s *syncer) configureDemand(mode CDSMode, max int, file string) {
 	s.status.Store(&st)
 }
 
-// loop rebuilds like kube-proxy's bounded-frequency runner: a change after a quiet period is
-// pushed at once (no added latency), and what arrives within the coalescing window of a push
-// is coalesced into the next one. The window is debounce; while changes keep coming (one was
-// waiting when the window closed) it doubles with each push up to s.maxCoalesce, and a window
-// that closes with nothing waiting sets it back to debounce. So a short burst costs a push per
-// debounce, and a sustained one (Services created one after the other) about one per second,
-// as kube-proxy's syncs.
+// loop rebuilds like kube-proxy's bounded-frequency runner: a change while the loop is idle is
+// pushed at once (no added latency); what follows a push is coalesced into the next one
+// (coalesce decides when that is), and the loop is idle again once a debounce passes with
+// nothing new.
 func (s *syncer) loop(ctx context.Context, rangeChanged func() <-chan struct{}, debounce time.Duration) {
+	debounce = max(debounce, time.Millisecond)
 	changed := rangeChanged()
-	window := debounce
 	for {
 		select {
 		case <-ctx.Done():
@@ -144,18 +135,21 @@ func (s *syncer) loop(ctx context.Context, rangeChanged func() <-chan struct{}, 
 			continue
 		case <-s.kick:
 		}
-		if err := s.sync(); err != nil {
-			s.log.Error("sync failed", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(window):
-		}
-		if len(s.kick) > 0 {
-			window = min(2*window, max(s.maxCoalesce, debounce))
-		} else {
-			window = debounce
+		window := debounce
+		for more := true; more; {
+			select {
+			case <-changed: // a sustained burst must not starve a range change
+				changed = rangeChanged()
+				s.listenersChanged()
+			default:
+			}
+			if err := s.sync(); err != nil {
+				s.log.Error("sync failed", "error", err)
+			}
+			var ok bool
+			if more, window, ok = s.coalesce(ctx, window, debounce); !ok {
+				return
+			}
 		}
 	}
 }

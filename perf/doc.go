@@ -6,10 +6,12 @@
 //     meshed client, through the agent and its node proxy, and its unguarded
 //     twin (same selector) dialled by a client that is not meshed on the same
 //     node, through kube-proxy. One backend's readiness is flipped through a
-//     readiness gate; for each change the clock starts when the test's
-//     EndpointSlice watch delivers the change of that path's Service, and stops
-//     at the first reply from the backend that became ready, or the last reply
-//     from the one that went away. Both clients start an attempt every 10 ms
+//     readiness gate; each change is timed from two clocks: when the test's
+//     EndpointSlice watch delivers the change of that path's Service (the
+//     issue's; it can come after the agent acted), and just before the gate's
+//     API write (it precedes both paths). Each stops at the first reply from
+//     the backend that became ready, or the last reply from the one that went
+//     away. Both clients start an attempt every 10 ms
 //     whatever the previous one does (perf-client dial-every), so the answer
 //     is known to about that.
 //   - new Service → first success (TestNewService): a Service and its twin
@@ -25,8 +27,8 @@
 //
 // Each writes a JSON file into the artifacts directory (perf/internal/result);
 // perf/internal/report renders report.md and report.html from whichever
-// exist, with the machine's load around each figure. Run it with
-// `make -f Makefile -f perf/perf.mk perf` (perf/perf.mk, perf/run.sh); without
-// SVCLB_PERF=1 every test skips. docs/perf.md has the figures and what bounds
-// them.
+// exist, with the machine's load around each figure. Run it with `make perf`
+// (perf/perf.mk, perf/run.sh); without SVCLB_PERF=1 every test skips, so
+// `make test` runs only the unit parts (perf/internal/...). docs/perf.md has
+// the figures and what bounds them.
 package perf

@@ -82,8 +82,9 @@ func measureChanges(ctx context.Context, w *latencyWorkload, n, services int) (*
 	}
 	progress("endpoint change (%d Services): both paths reach %s only; %d changes each way", services, podA, n)
 	prevDone := time.Now()
-	var ready, gone [2][]float64
+	var ready, gone, readyFlip, goneFlip [2][]float64
 	var readyFailed, goneFailed []bool
+	var afterFlip []float64
 	for i := range n {
 		for _, up := range []bool{true, false} {
 			ch, err := change(ctx, w, paths, up, prevDone)
@@ -91,11 +92,14 @@ func measureChanges(ctx context.Context, w *latencyWorkload, n, services int) (*
 				return nil, fmt.Errorf("change %d (%s): %w", i+1, ch.Kind, err)
 			}
 			res.Changes = append(res.Changes, ch)
+			afterFlip = append(afterFlip, traffic.Ms(ch.EventAgent.Sub(ch.Flipped)))
 			if up {
 				ready[0], ready[1] = append(ready[0], ch.Agent), append(ready[1], ch.KubeProxy)
+				readyFlip[0], readyFlip[1] = append(readyFlip[0], ch.AgentFromFlip), append(readyFlip[1], ch.KubeProxyFromFlip)
 				readyFailed = append(readyFailed, ch.KubeProxySyncFailed)
 			} else {
 				gone[0], gone[1] = append(gone[0], ch.Agent), append(gone[1], ch.KubeProxy)
+				goneFlip[0], goneFlip[1] = append(goneFlip[0], ch.AgentFromFlip), append(goneFlip[1], ch.KubeProxyFromFlip)
 				goneFailed = append(goneFailed, ch.KubeProxySyncFailed)
 			}
 			prevDone = time.Now()
@@ -111,9 +115,12 @@ func measureChanges(ctx context.Context, w *latencyWorkload, n, services int) (*
 	}
 	res.Ready = result.NewPair(ready[0], ready[1], readyFailed)
 	res.Gone = result.NewPair(gone[0], gone[1], goneFailed)
+	res.ReadyFromFlip = result.NewPair(readyFlip[0], readyFlip[1], readyFailed)
+	res.GoneFromFlip = result.NewPair(goneFlip[0], goneFlip[1], goneFailed)
+	res.EventAfterFlip = result.NewDist(afterFlip)
 	finish(&res.Header)
-	r50, _, r99 := res.Ready.Ratios()
-	g50, _, g99 := res.Gone.Ratios()
+	rr, gr := res.Ready.Ratios(res.Interval), res.Gone.Ratios(res.Interval)
+	fr, fg := res.ReadyFromFlip.Ratios(res.Interval), res.GoneFromFlip.Ratios(res.Interval)
 	stalled := 0
 	for _, c := range res.Changes {
 		if c.KubeProxySyncFailed {
@@ -122,15 +129,19 @@ func measureChanges(ctx context.Context, w *latencyWorkload, n, services int) (*
 	}
 	progress("endpoint change (%d Services): kube-proxy's sync failed on %s during %d of %d changes (left out of its distribution)",
 		services, w.plain.Spec.NodeName, stalled, len(res.Changes))
-	progress("endpoint change (%d Services): ready p50 %.0f/%.0f ms (%.3f) p99 %.0f/%.0f ms (%.3f); gone p50 %.0f/%.0f ms (%.3f) p99 %.0f/%.0f ms (%.3f); %s",
-		services, res.Ready.Agent.P50, res.Ready.KubeProxy.P50, r50, res.Ready.Agent.P99, res.Ready.KubeProxy.P99, r99,
-		res.Gone.Agent.P50, res.Gone.KubeProxy.P50, g50, res.Gone.Agent.P99, res.Gone.KubeProxy.P99, g99, res.LoadAfter)
+	progress("endpoint change (%d Services), from the slice event: ready p50 %.0f/%.0f ms (%s) p99 %.0f/%.0f ms (%s); gone p50 %.0f/%.0f ms (%s) p99 %.0f/%.0f ms (%s); %s",
+		services, res.Ready.Agent.P50, res.Ready.KubeProxy.P50, rr[0], res.Ready.Agent.P99, res.Ready.KubeProxy.P99, rr[2],
+		res.Gone.Agent.P50, res.Gone.KubeProxy.P50, gr[0], res.Gone.Agent.P99, res.Gone.KubeProxy.P99, gr[2], res.LoadAfter)
+	progress("endpoint change (%d Services), from the gate flip: ready p50 %.0f/%.0f ms (%s) p99 (%s); gone p50 %.0f/%.0f ms (%s) p99 (%s); slice event %.0f ms after the flip at p50",
+		services, res.ReadyFromFlip.Agent.P50, res.ReadyFromFlip.KubeProxy.P50, fr[0], fr[2],
+		res.GoneFromFlip.Agent.P50, res.GoneFromFlip.KubeProxy.P50, fg[0], fg[2], res.EventAfterFlip.P50)
 	return res, nil
 }
 
 // change flips podX's gate and measures, on each path, from its Service's
-// EndpointSlice event to the first reply from podX (up) or its last (down).
-// prevDone is when the previous change had moved both paths.
+// EndpointSlice event, and from just before the gate's API write, to the
+// first reply from podX (up) or its last (down). prevDone is when the
+// previous change had moved both paths.
 func change(ctx context.Context, w *latencyWorkload, paths []*path, up bool, prevDone time.Time) (result.Change, error) {
 	ch := result.Change{Kind: "gone"}
 	want := slicewatch.Lacks(w.xIP)
@@ -143,6 +154,7 @@ func change(ctx context.Context, w *latencyWorkload, paths []*path, up bool, pre
 		return ch, err
 	}
 	flipped := time.Now()
+	ch.Flipped = flipped
 	if err := setGate(ctx, suite.cluster, podX, up); err != nil {
 		return ch, err
 	}
@@ -178,11 +190,11 @@ func change(ctx context.Context, w *latencyWorkload, paths []*path, up bool, pre
 			// the previous second of traffic, long before the event.
 			return ch, fmt.Errorf("%s: no reply from %s to take the last of", p.name, podX)
 		}
-		ms := traffic.Ms(moved.Sub(ev.At))
+		ms, fromFlip := traffic.Ms(moved.Sub(ev.At)), traffic.Ms(moved.Sub(flipped))
 		if p.name == "agent" {
-			ch.EventAgent, ch.Agent = ev.At, ms
+			ch.EventAgent, ch.Agent, ch.AgentFromFlip = ev.At, ms, fromFlip
 		} else {
-			ch.EventKubeProxy, ch.KubeProxy = ev.At, ms
+			ch.EventKubeProxy, ch.KubeProxy, ch.KubeProxyFromFlip = ev.At, ms, fromFlip
 		}
 	}
 	after, err := kubeProxySyncFailures(ctx, kpNode)

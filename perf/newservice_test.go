@@ -119,9 +119,9 @@ func TestNewService(t *testing.T) {
 	res.FromSlice = result.NewPair(fromSlice[0], fromSlice[1], failed)
 	res.FromCreate = result.NewPair(fromCreate[0], fromCreate[1], failed)
 	finish(&res.Header)
-	p50, _, p99 := res.FromSlice.Ratios()
-	progress("new Service: p50 %.0f/%.0f ms (%.3f), p99 %.0f/%.0f ms (%.3f) from the slice event; %s",
-		res.FromSlice.Agent.P50, res.FromSlice.KubeProxy.P50, p50, res.FromSlice.Agent.P99, res.FromSlice.KubeProxy.P99, p99, res.LoadAfter)
+	r := res.FromSlice.Ratios(res.Interval)
+	progress("new Service: p50 %.0f/%.0f ms (%s), p99 %.0f/%.0f ms (%s) from the slice event; %s",
+		res.FromSlice.Agent.P50, res.FromSlice.KubeProxy.P50, r[0], res.FromSlice.Agent.P99, res.FromSlice.KubeProxy.P99, r[2], res.LoadAfter)
 	if err := result.Write(cfg.artifacts, result.NewServiceFile, res); err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,9 @@ const (
 	// scalePoll is how often the nodes are read while they program: the
 	// resolution of "programmed".
 	scalePoll = time.Second
-	// programWithin bounds creating and programming one size.
-	programWithin = 12 * time.Minute
+	// programAfterCreate bounds programming once every object exists
+	// (programWithin).
+	programAfterCreate = 3 * time.Minute
 )
 
 // createWithin bounds creating a size's objects (SVCLB_PERF_CREATE_WITHIN): the cluster is
@@ -45,6 +46,10 @@ var createWithin = func() time.Duration {
 	}
 	return d
 }()
+
+// programWithin bounds creating and programming one size, so that a size that does not fit
+// stops inside the lock's budget and says where.
+var programWithin = createWithin + programAfterCreate
 
 // TestScale: every size of SVCLB_PERF_SIZES in turn, each cleaned up before
 // the next.

@@ -78,9 +78,9 @@ func distRow(kind, path string, d result.Dist) []string {
 	return []string{kind, path, fmt.Sprint(d.N), ms(d.P50), ms(d.P90), ms(d.P99), ms(d.Min), ms(d.Max)}
 }
 
-func ratioRow(kind string, p result.Pair) []string {
-	r50, r90, r99 := p.Ratios()
-	return []string{kind, "agent / kube-proxy", "", ratio(r50), ratio(r90), ratio(r99), "", ""}
+func ratioRow(kind string, p result.Pair, resolution time.Duration) []string {
+	r := p.Ratios(resolution)
+	return []string{kind, "agent / kube-proxy", "", r[0].String(), r[1].String(), r[2].String(), "", ""}
 }
 
 var distHeader = []string{"change", "path", "n", "p50", "p90", "p99", "min", "max"}
@@ -104,15 +104,29 @@ func changeSection(title string, ec *result.EndpointChange) Section {
 	s := Section{
 		Title: title,
 		Intro: fmt.Sprintf("A backend's readiness gate flipped %d times each way while both clients start an attempt every %s (resolution). "+
-			"Clock: the test's EndpointSlice watch event of each path's own Service. Ready: to the first reply from the backend; gone: to the last reply from it. "+
-			"Other Services on the cluster: %d.", ec.Ready.Agent.N, ec.Interval, ec.Services),
-		Load:   loadLine(ec.Header),
-		Tables: []Table{{Header: distHeader, Rows: slices.Concat(pairRows("ready", ec.Ready), pairRows("gone", ec.Gone))}},
+			"Ready: to the first reply from the backend; gone: to the last reply from it. "+
+			"Clock of the first table (the issue's): the test's EndpointSlice watch event of each path's own Service; it can reach the test after the agent "+
+			"acted, so values can be below zero, and a ratio of an agent quantile at or below the resolution is a bound (≤ resolution / kube-proxy's). "+
+			"Clock of the second: just before the test's API write of the gate, which precedes both paths; both then carry the kubelet's and the "+
+			"EndpointSlice controller's part, so its ratios are higher than the paths' own. Other Services on the cluster: %d.", ec.Ready.Agent.N, ec.Interval, ec.Services),
+		Load: loadLine(ec.Header),
+		Tables: []Table{{Caption: "from the slice event", Header: distHeader,
+			Rows: slices.Concat(pairRows("ready", ec.Ready, ec.Interval), pairRows("gone", ec.Gone, ec.Interval))}},
 		Charts: []Figure{
-			{Caption: "a new endpoint becomes ready: time to its first reply", Chart: cdfChart(pairSeries(ec.Ready)...)},
-			{Caption: "an endpoint goes away: time to its last reply", Chart: cdfChart(pairSeries(ec.Gone)...)},
+			{Caption: "a new endpoint becomes ready: time from the slice event to its first reply", Chart: cdfChart(pairSeries(ec.Ready)...)},
+			{Caption: "an endpoint goes away: time from the slice event to its last reply", Chart: cdfChart(pairSeries(ec.Gone)...)},
 		},
 		Notes: ec.Notes,
+	}
+	if ec.ReadyFromFlip.Agent.N > 0 {
+		s.Tables = append(s.Tables, Table{Caption: "from the gate's API write", Header: distHeader,
+			Rows: slices.Concat(pairRows("ready", ec.ReadyFromFlip, ec.Interval), pairRows("gone", ec.GoneFromFlip, ec.Interval))})
+		s.Charts = append(s.Charts,
+			Figure{Caption: "ready: time from the gate's API write to the first reply", Chart: cdfChart(pairSeries(ec.ReadyFromFlip)...)},
+			Figure{Caption: "gone: time from the gate's API write to the last reply", Chart: cdfChart(pairSeries(ec.GoneFromFlip)...)})
+		d := ec.EventAfterFlip
+		s.Notes = append(s.Notes, fmt.Sprintf("The shared part: from the gate's API write to the test's slice event for the agent's Service, p50 %s, p90 %s, max %s.",
+			ms(d.P50), ms(d.P90), ms(d.Max)))
 	}
 	if spread := eventSpread(ec.Changes); spread != "" {
 		s.Notes = append(s.Notes, spread)
@@ -140,12 +154,12 @@ func eventSpread(cs []result.Change) string {
 
 // pairRows are a pair's rows: the agent, kube-proxy, kube-proxy with the
 // changes its failed syncs stalled (when there were any), the ratio.
-func pairRows(kind string, p result.Pair) [][]string {
+func pairRows(kind string, p result.Pair, resolution time.Duration) [][]string {
 	rows := [][]string{distRow(kind, "agent", p.Agent), distRow(kind, "kube-proxy", p.KubeProxy)}
 	if n := p.KubeProxyAll.N - p.KubeProxy.N; n > 0 {
 		rows = append(rows, distRow(kind, fmt.Sprintf("kube-proxy, with the %d its failed syncs stalled", n), p.KubeProxyAll))
 	}
-	return append(rows, ratioRow(kind, p))
+	return append(rows, ratioRow(kind, p, resolution))
 }
 
 func pairSeries(p result.Pair) []series {
@@ -163,7 +177,7 @@ func newServiceSection(ns *result.NewService) Section {
 			"From each Service's first EndpointSlice event with a ready endpoint, and from just before its Create call, to the first reply.", ns.FromSlice.Agent.N, ns.Interval),
 		Load: loadLine(ns.Header),
 		Tables: []Table{{Header: []string{"clock", "path", "n", "p50", "p90", "p99", "min", "max"},
-			Rows: slices.Concat(pairRows("slice event", ns.FromSlice), pairRows("Create", ns.FromCreate))}},
+			Rows: slices.Concat(pairRows("slice event", ns.FromSlice, ns.Interval), pairRows("Create", ns.FromCreate, ns.Interval))}},
 		Charts: []Figure{{Caption: "new Service: time from the slice event to the first reply", Chart: cdfChart(pairSeries(ns.FromSlice)...)}},
 		Notes:  ns.Notes,
 	}
@@ -179,12 +193,16 @@ func secs(d time.Duration) string {
 }
 
 func scaleSection(s *result.Scale) Section {
+	created := "created in " + s.Created.Round(time.Second).String()
+	if s.Created == 0 {
+		created = "not all created (below: where it stopped)"
+	}
 	sec := Section{
 		Title: fmt.Sprintf("%d Services at once", s.Services),
-		Intro: fmt.Sprintf("%d selector-less Services × %d endpoints (hand-made EndpointSlices) created in %s. Per node: time from the first creation until "+
+		Intro: fmt.Sprintf("%d selector-less Services × %d endpoints (hand-made EndpointSlices), %s. Per node: time from the first creation until "+
 			"kube-proxy's nftables (service-ips map) and the node proxy (its active clusters) hold every one; CPU of each container over that window "+
 			"(cgroup counter; kube-proxy's includes its nft runs); VmRSS after it.",
-			s.Services, s.EndpointsPer, s.Created.Round(time.Second)),
+			s.Services, s.EndpointsPer, created),
 		Load:  loadLine(s.Header),
 		Notes: s.Notes,
 	}
@@ -194,12 +212,17 @@ func scaleSection(s *result.Scale) Section {
 	t := Table{Header: []string{"node", "programmed: agent", "kube-proxy", "CPU s: agent", "kube-proxy", "ratio", "VmRSS: agent", "kube-proxy", "ratio",
 		"config dump: proactive", "on-demand"}}
 	for _, n := range s.Nodes {
+		if n.Agent.Programmed == 0 && n.KubeProxy.Programmed == 0 {
+			continue // nothing measured on it (the size stopped first)
+		}
 		t.Rows = append(t.Rows, []string{n.Node, secs(n.Agent.Programmed), secs(n.KubeProxy.Programmed),
 			fmt.Sprintf("%.2f", n.Agent.CPUSeconds), fmt.Sprintf("%.2f", n.KubeProxy.CPUSeconds), ratio(div(n.Agent.CPUSeconds, n.KubeProxy.CPUSeconds)),
 			mib(n.Agent.RSS), mib(n.KubeProxy.RSS), ratio(div(float64(n.Agent.RSS), float64(n.KubeProxy.RSS))),
 			kib(n.ProactiveBytes), kib(n.OnDemandBytes)})
 	}
-	sec.Tables = append(sec.Tables, t)
+	if len(t.Rows) > 0 {
+		sec.Tables = append(sec.Tables, t)
+	}
 	r := Table{Caption: "restarted with every object present (a node joining): from the new container's start", Header: []string{"node", "program", "programmed in", "CPU s", "VmRSS", "VmHWM"}}
 	for _, n := range s.Nodes {
 		for _, x := range []struct {

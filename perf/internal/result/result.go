@@ -47,17 +47,43 @@ func NewPair(agent, kubeProxy []float64, failed []bool) Pair {
 	return Pair{Agent: NewDist(agent), KubeProxy: NewDist(clean), KubeProxyAll: NewDist(kubeProxy)}
 }
 
-// Ratios are agent / kube-proxy at p50, p90 and p99 (0 where kube-proxy's
-// is not positive).
-func (p Pair) Ratios() (p50, p90, p99 float64) {
-	return ratio(p.Agent.P50, p.KubeProxy.P50), ratio(p.Agent.P90, p.KubeProxy.P90), ratio(p.Agent.P99, p.KubeProxy.P99)
+// Ratio is agent / kube-proxy at one quantile.
+type Ratio struct {
+	// V is the ratio; 0 when it is not defined (kube-proxy's quantile is not
+	// positive).
+	V float64
+	// AtMost: the agent's quantile was at or below the resolution, so V is
+	// the resolution over kube-proxy's quantile, a bound. A quantile below
+	// zero says the agent moved traffic before the clock's event reached the
+	// test (its watch can deliver after the agent's): a ratio of it would be
+	// negative and mean nothing, so the raw value is shown beside it instead.
+	AtMost bool
 }
 
-func ratio(a, b float64) float64 {
-	if b <= 0 {
-		return 0
+func (r Ratio) String() string {
+	switch {
+	case r.V <= 0:
+		return "–"
+	case r.AtMost:
+		return fmt.Sprintf("≤ %.3f", r.V)
 	}
-	return a / b
+	return fmt.Sprintf("%.3f", r.V)
+}
+
+// Ratios are agent / kube-proxy at p50, p90 and p99, an agent quantile at
+// or below resolution counted as resolution (Ratio.AtMost).
+func (p Pair) Ratios(resolution time.Duration) [3]Ratio {
+	res := float64(resolution.Microseconds()) / 1000
+	one := func(a, k float64) Ratio {
+		if k <= 0 {
+			return Ratio{}
+		}
+		if a <= res {
+			return Ratio{V: res / k, AtMost: true}
+		}
+		return Ratio{V: a / k}
+	}
+	return [3]Ratio{one(p.Agent.P50, p.KubeProxy.P50), one(p.Agent.P90, p.KubeProxy.P90), one(p.Agent.P99, p.KubeProxy.P99)}
 }
 
 // Header is what every measurement records about itself.
@@ -82,6 +108,12 @@ type Change struct {
 	EventKubeProxy time.Time `json:"eventKubeProxy"`
 	Agent          float64   `json:"agentMs"`
 	KubeProxy      float64   `json:"kubeProxyMs"`
+	// Flipped is just before the test's API write of the readiness gate:
+	// a clock that precedes both paths' programming by construction.
+	// AgentFromFlip and KubeProxyFromFlip are milliseconds from it.
+	Flipped           time.Time `json:"flipped"`
+	AgentFromFlip     float64   `json:"agentFromFlipMs"`
+	KubeProxyFromFlip float64   `json:"kubeProxyFromFlipMs"`
 	// KubeProxySyncFailed: kube-proxy's nftables sync failed on the
 	// client's node during the change (see Pair.KubeProxy).
 	KubeProxySyncFailed bool `json:"kubeProxySyncFailed,omitempty"`
@@ -96,7 +128,16 @@ type EndpointChange struct {
 	Interval time.Duration `json:"interval"`
 	Ready    Pair          `json:"ready"`
 	Gone     Pair          `json:"gone"`
-	Changes  []Change      `json:"changes"`
+	// ReadyFromFlip and GoneFromFlip are the same changes timed from the
+	// gate's API write (Change.Flipped): never negative, but both paths
+	// carry the kubelet's and the EndpointSlice controller's part, so the
+	// ratio is higher than the paths' own one (a bound on it).
+	ReadyFromFlip Pair `json:"readyFromFlip"`
+	GoneFromFlip  Pair `json:"goneFromFlip"`
+	// EventAfterFlip is the shared part as the test saw it: from the API
+	// write to the test's event for the agent's Service.
+	EventAfterFlip Dist     `json:"eventAfterFlip"`
+	Changes        []Change `json:"changes"`
 }
 
 // NewService is "new Service → first success".

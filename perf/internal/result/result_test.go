@@ -24,8 +24,25 @@ func TestNewDist(t *testing.T) {
 		t.Errorf("NewDist(nil) = %+v", d)
 	}
 	p := Pair{Agent: NewDist([]float64{10, 20}), KubeProxy: NewDist([]float64{100, 400})}
-	if p50, _, p99 := p.Ratios(); p50 != 0.1 || p99 != 0.05 {
-		t.Errorf("ratios p50 %g p99 %g", p50, p99)
+	if r := p.Ratios(time.Millisecond); r[0].V != 0.1 || r[2].V != 0.05 || r[0].AtMost || r[2].AtMost {
+		t.Errorf("ratios p50 %v p99 %v", r[0], r[2])
+	}
+}
+
+// TestRatiosAtResolution: an agent quantile at or below the resolution, a
+// negative one included, gives a bound (resolution / kube-proxy's), never a
+// negative ratio; kube-proxy's without a positive quantile gives none.
+func TestRatiosAtResolution(t *testing.T) {
+	p := Pair{Agent: NewDist([]float64{-7, -7, 63}), KubeProxy: NewDist([]float64{500, 500, 700})}
+	r := p.Ratios(10 * time.Millisecond)
+	if !r[0].AtMost || r[0].V != 0.02 || r[0].String() != "≤ 0.020" {
+		t.Errorf("p50 of -7 ms against 500 ms at 10 ms resolution: %+v (%s), want ≤ 0.020", r[0], r[0])
+	}
+	if r[2].AtMost || r[2].V != 0.09 || r[2].String() != "0.090" {
+		t.Errorf("p99 of 63 ms against 700 ms: %+v (%s), want 0.090", r[2], r[2])
+	}
+	if got := (Pair{Agent: NewDist([]float64{5})}).Ratios(10 * time.Millisecond)[0]; got.String() != "–" {
+		t.Errorf("no kube-proxy samples: %s, want –", got)
 	}
 }
 
