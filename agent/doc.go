@@ -55,8 +55,10 @@
 // through; the agent warns once per change and svclb_service_range_known is 0.
 //
 // Pushes: a change after a quiet period is pushed at once; changes within Config.Debounce of
-// a push are coalesced into the next one (kube-proxy's bounded-frequency runner). Each push
-// carries only what changed (per-resource delta over go-control-plane LinearCaches).
+// a push are coalesced into the next one (kube-proxy's bounded-frequency runner). Only while
+// changes keep coming at least once a debounce does the window widen, doubling up to one
+// second (coalesce.go: each push costs the xDS cache O(all resources)). Each push carries
+// only what changed (per-resource delta over go-control-plane LinearCaches).
 //
 // Until its caches have synced and the first snapshot is built, the agent does not open the
 // xDS socket, so a restarted agent never hands the proxy an empty configuration; the proxy keeps

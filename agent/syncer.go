@@ -19,6 +19,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
 	"github.com/aether-mesh/svclb/internal/translate"
@@ -72,6 +73,8 @@ type syncer struct {
 	restored       []string   // names loaded from the demand file, for the first sync
 	kick           chan struct{}
 	retry          *time.Timer // rechecks unresolved captured pods
+	clock          clock.Clock // times the coalescing windows (coalesce.go)
+	maxCoalesce    time.Duration
 
 	// Owned by the sync goroutine.
 	set       translate.Set
@@ -92,7 +95,7 @@ func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceList
 		dirty: map[k8stypes.NamespacedName]struct{}{}, triggers: map[k8stypes.NamespacedName]time.Time{},
 		dirtyAll: true, dirtyListeners: true, node: node, phase1: phase1, phase2: phase2,
 		mode: CDSProactive, demand: newDemand(DefaultOnDemandMax, ""),
-		kick: make(chan struct{}, 1),
+		kick: make(chan struct{}, 1), clock: clock.RealClock{}, maxCoalesce: maxCoalesce,
 		set: translate.Set{
 			Clusters:  map[string]*clusterv3.Cluster{},
 			Loads:     map[string]*endpointv3.ClusterLoadAssignment{},
@@ -115,10 +118,12 @@ func (s *syncer) configureDemand(mode CDSMode, max int, file string) {
 	s.status.Store(&st)
 }
 
-// loop rebuilds like kube-proxy's bounded-frequency runner: a change after a quiet period is
-// pushed at once (no added latency), and what arrives within debounce of a push is coalesced
-// into the next one, so a burst costs at most one push per interval.
+// loop rebuilds like kube-proxy's bounded-frequency runner: a change while the loop is idle is
+// pushed at once (no added latency); what follows a push is coalesced into the next one
+// (coalesce decides when that is), and the loop is idle again once a debounce passes with
+// nothing new.
 func (s *syncer) loop(ctx context.Context, rangeChanged func() <-chan struct{}, debounce time.Duration) {
+	debounce = max(debounce, time.Millisecond)
 	changed := rangeChanged()
 	for {
 		select {
@@ -130,13 +135,21 @@ func (s *syncer) loop(ctx context.Context, rangeChanged func() <-chan struct{}, 
 			continue
 		case <-s.kick:
 		}
-		if err := s.sync(); err != nil {
-			s.log.Error("sync failed", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(debounce):
+		window := debounce
+		for more := true; more; {
+			select {
+			case <-changed: // a sustained burst must not starve a range change
+				changed = rangeChanged()
+				s.listenersChanged()
+			default:
+			}
+			if err := s.sync(); err != nil {
+				s.log.Error("sync failed", "error", err)
+			}
+			var ok bool
+			if more, window, ok = s.coalesce(ctx, window, debounce); !ok {
+				return
+			}
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,13 +18,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/aether-mesh/svclb/internal/netnstest"
 	"github.com/aether-mesh/svclb/internal/testenv"
-	"github.com/aether-mesh/svclb/internal/testenv/prereq"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -37,31 +31,11 @@ func TestRSS(t *testing.T) {
 		t.Skip("set SVCLB_SCALE=1 (make scale) to compare the agent's RSS with kube-proxy's at 10k Services / 100k endpoints")
 	}
 	spec := Spec{Namespace: "scale", Services: envInt(t, "SVCLB_SCALE_SERVICES", 10000), Endpoints: envInt(t, "SVCLB_SCALE_ENDPOINTS", 10), Workers: 8}
-	kubeProxy := testenv.Binary(t, "kube-proxy")
-	for _, b := range []string{"nft", "nsenter"} {
-		prereq.Command(t, b)
-	}
-	ns := netnstest.New(t) // kube-proxy programs this namespace's nftables, never the host's
-	dir := t.TempDir()
-	build(t, dir, "./cmd/svclb-agent", "./cmd/svclb-nodeproxy")
-
-	cfg := testenv.Start(t, testenv.Options{})
-	cfg.QPS, cfg.Burst = 1000, 2000 // client-go's default 5 QPS would take an hour
-	kube := kubernetes.NewForConfigOrDie(cfg)
+	h := newHarness(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	defer cancel()
-
-	const node = "node-a"
-	n, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node},
-		Spec: corev1.NodeSpec{PodCIDR: "10.244.1.0/24", PodCIDRs: []string{"10.244.1.0/24"}}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// kube-proxy waits for its Node to have an address.
-	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.10"}}
-	if _, err := kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	kube, ns, dir, kubeconfig := h.kube, h.ns, h.dir, h.kubeconfig
+	const node = harnessNode
 
 	start := time.Now()
 	step := max(spec.Services/10, 1)
@@ -77,40 +51,30 @@ func TestRSS(t *testing.T) {
 	t.Logf("apiserver: %d Services + %d EndpointSlices (%d endpoints) created in %s (%.0f objects/s, %d workers)",
 		spec.Services, spec.Services, wantEndpoints, created.Round(time.Millisecond), float64(2*spec.Services)/created.Seconds(), spec.Workers)
 
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := testenv.WriteKubeconfig(cfg, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var l net.Listener
-	if err := ns.Do(func() (err error) { l, err = net.Listen("tcp", u.Host); return err }); err != nil {
-		t.Fatalf("apiserver forwarder in %s: %v", ns.Name(), err)
-	}
-	t.Cleanup(testenv.Forward(l, u.Host))
-
 	type row struct {
 		name    string
 		pid     int
 		ready   time.Duration
 		reached string
+		cpu     CPU // used from its start until it had programmed everything
 	}
 	var rows []row
+	cpuNow := func(pid int) CPU {
+		c, err := ReadCPU(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
 
-	// kube-proxy, as pkg/kubeproxyguard's test runs it (its ports are the namespace's own).
-	p := startProcess(t, dir, "kube-proxy", ns.Command(kubeProxy, "--kubeconfig="+kubeconfig, "--proxy-mode=nftables",
-		"--hostname-override="+node, "--cluster-cidr=10.244.0.0/16",
-		"--healthz-bind-address=127.0.0.1:10256", "--metrics-bind-address=127.0.0.1:10249",
-		"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0", "--v=1"))
+	p := h.startKubeProxy(t)
 	var kpState string
 	d := waitFor(t, ctx, p, func() bool {
 		svcs, eps, err := nftCounts(ns)
 		kpState = fmt.Sprintf("service-ips elements %d, endpoint chains %d", svcs, eps)
 		return err == nil && svcs >= spec.Services && eps >= wantEndpoints
 	}, &kpState)
-	rows = append(rows, row{"kube-proxy v1.34.4 (nftables)", p.pid, d, kpState})
+	rows = append(rows, row{"kube-proxy v1.34.4 (nftables)", p.pid, d, kpState, cpuNow(p.pid)})
 	kpMetrics := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		DialContext: func(_ context.Context, network, addr string) (c net.Conn, err error) {
 			err = ns.Do(func() error { c, err = net.Dial(network, addr); return err }) // its metrics port is in ns
@@ -120,14 +84,8 @@ func TestRSS(t *testing.T) {
 		`kubeproxy_sync_full_proxy_rules_duration_seconds_sum{ip_family="IPv4"}`, `kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family="IPv4"}`,
 		`kubeproxy_sync_proxy_rules_duration_seconds_sum{ip_family="IPv4"}`, `kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"}`))
 
-	agentHTTP, proxyAdmin := freeAddr(t), freeAddr(t)
-	sock := filepath.Join(dir, "run", "xds.sock")
-	netnsDir := filepath.Join(dir, "netns") // no captured pods: no listeners, only Service clusters
-	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	p = startProcess(t, dir, "svclb-agent", exec.Command(filepath.Join(dir, "svclb-agent"), "--node-name="+node,
-		"--kubeconfig="+kubeconfig, "--xds-socket="+sock, "--http="+agentHTTP, "--netns-dir="+netnsDir, "--log-level=warn"))
+	p, agentHTTP, sock := h.startAgent(t)
+	netnsDir := filepath.Join(dir, "netns")
 	var agentState string
 	d = waitFor(t, ctx, p, func() bool {
 		var st struct{ Clusters, Endpoints int }
@@ -135,34 +93,24 @@ func TestRSS(t *testing.T) {
 		agentState = fmt.Sprintf("/status clusters %d, endpoints %d", st.Clusters, st.Endpoints)
 		return err == nil && st.Clusters > spec.Services && st.Endpoints >= wantEndpoints // + passthrough_original_dst
 	}, &agentState)
-	rows = append(rows, row{"svclb-agent (proactive CDS)", p.pid, d, agentState})
+	rows = append(rows, row{"svclb-agent (proactive CDS)", p.pid, d, agentState, cpuNow(p.pid)})
 	t.Logf("svclb-agent: %s", metrics(t, http.DefaultClient, "http://"+agentHTTP+"/metrics",
 		contract.MetricPushDuration+"_sum", contract.MetricPushDuration+"_count"))
 
-	p = startProcess(t, dir, "svclb-nodeproxy", exec.Command(filepath.Join(dir, "svclb-nodeproxy"), "--xds-socket="+sock,
-		"--node-id=svclb-node~"+node, "--admin="+proxyAdmin))
+	p, proxyAdmin := h.startNodeProxy(t, sock)
 	var proxyState string
 	d = waitFor(t, ctx, p, func() bool {
-		var dump struct {
-			Clusters []struct {
-				Warming    bool
-				Priorities [][]string
-			}
-		}
-		err := getJSON("http://"+proxyAdmin+"/config_dump", &dump)
-		active, hosts := 0, 0
-		for _, c := range dump.Clusters {
-			if !c.Warming {
-				active++
-			}
-			for _, p := range c.Priorities {
-				hosts += len(p)
-			}
-		}
-		proxyState = fmt.Sprintf("/config_dump active clusters %d, hosts %d", active, hosts)
-		return err == nil && active > spec.Services && hosts >= wantEndpoints
+		// Its cluster_manager gauges, as Envoy names them: an EDS cluster
+		// stays warming until its assignment arrives, so every cluster
+		// active and none warming means every Service's endpoints are in.
+		// (Polling the config dump instead, a JSON of tens of MB at this
+		// size, would cost the proxy more than programming does.)
+		st, err := getStats("http://" + proxyAdmin + "/stats")
+		active, warming := st["cluster_manager.active_clusters"], st["cluster_manager.warming_clusters"]
+		proxyState = fmt.Sprintf("/stats active clusters %d, warming %d", active, warming)
+		return err == nil && active > int64(spec.Services)+1 && warming == 0 // + passthrough_original_dst, xds_cluster
 	}, &proxyState)
-	rows = append(rows, row{"svclb-nodeproxy (fed by the agent)", p.pid, d, proxyState})
+	rows = append(rows, row{"svclb-nodeproxy (fed by the agent)", p.pid, d, proxyState, cpuNow(p.pid)})
 
 	if os.Getenv("SVCLB_SCALE_ONDEMAND") == "1" {
 		// The same binary in on-demand CDS mode with no proxy, hence no demand: what the agent
@@ -182,14 +130,14 @@ func TestRSS(t *testing.T) {
 			odState = fmt.Sprintf("/status cds %q, clusters %d, demanded %d", st.CDS, st.Clusters, st.Demanded)
 			return err == nil && st.CDS == "on-demand" && st.SnapshotVersion > 0 && st.Clusters == 1 // passthrough_original_dst
 		}, &odState)
-		rows = append(rows, row{"svclb-agent (on-demand CDS, no demand)", p.pid, d, odState})
+		rows = append(rows, row{"svclb-agent (on-demand CDS, no demand)", p.pid, d, odState, cpuNow(p.pid)})
 	}
 
 	// Let each settle (GC, the proxy's ACKs) before reading resident memory.
 	time.Sleep(10 * time.Second)
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%d Services × %d endpoints (apiserver: created in %s)\n", spec.Services, spec.Endpoints, created.Round(time.Second))
-	fmt.Fprintf(&b, "%-40s %10s %10s %10s  %s\n", "process", "VmRSS MiB", "VmHWM MiB", "ready in", "programmed")
+	fmt.Fprintf(&b, "%-40s %10s %10s %10s %10s %12s  %s\n", "process", "VmRSS MiB", "VmHWM MiB", "ready in", "CPU s", "CPU s/1k svc", "programmed")
 	mem := map[int]Memory{}
 	for _, r := range rows {
 		m, err := ReadMemory(r.pid)
@@ -197,11 +145,17 @@ func TestRSS(t *testing.T) {
 			t.Fatal(err)
 		}
 		mem[r.pid] = m
-		fmt.Fprintf(&b, "%-40s %10s %10s %10s  %s\n", r.name, MiB(m.RSS), MiB(m.HWM), r.ready.Round(100*time.Millisecond), r.reached)
+		fmt.Fprintf(&b, "%-40s %10s %10s %10s %10.2f %12.3f  %s\n", r.name, MiB(m.RSS), MiB(m.HWM), r.ready.Round(100*time.Millisecond),
+			r.cpu.Total().Seconds(), perThousand(r.cpu.Total(), spec.Services), r.reached)
 	}
 	kp, ag, px := mem[rows[0].pid], mem[rows[1].pid], mem[rows[2].pid]
 	fmt.Fprintf(&b, "agent/kube-proxy: VmRSS %.2f, VmHWM %.2f; (agent+node proxy)/kube-proxy: VmRSS %.2f, VmHWM %.2f\n",
 		ratio(ag.RSS, kp.RSS), ratio(ag.HWM, kp.HWM), ratio(ag.RSS+px.RSS, kp.RSS), ratio(ag.HWM+px.HWM, kp.HWM))
+	kpCPU, agCPU, pxCPU := rows[0].cpu, rows[1].cpu, rows[2].cpu
+	fmt.Fprintf(&b, "CPU to programmed: kube-proxy %.2f s (itself %.2f, its nft runs %.2f), agent %.2f s, node proxy %.2f s; "+
+		"agent/kube-proxy %.3f, (agent+node proxy)/kube-proxy %.3f\n",
+		kpCPU.Total().Seconds(), kpCPU.Self.Seconds(), kpCPU.Children.Seconds(), agCPU.Total().Seconds(), pxCPU.Total().Seconds(),
+		float64(agCPU.Total())/float64(kpCPU.Total()), float64(agCPU.Total()+pxCPU.Total())/float64(kpCPU.Total()))
 	if len(rows) > 3 {
 		od := mem[rows[3].pid]
 		fmt.Fprintf(&b, "on-demand agent/kube-proxy: VmRSS %.2f, VmHWM %.2f\n", ratio(od.RSS, kp.RSS), ratio(od.HWM, kp.HWM))
@@ -210,6 +164,11 @@ func TestRSS(t *testing.T) {
 }
 
 func ratio(a, b uint64) float64 { return float64(a) / float64(b) }
+
+// perThousand is CPU seconds per 1,000 Services.
+func perThousand(d time.Duration, services int) float64 {
+	return d.Seconds() * 1000 / float64(services)
+}
 
 func envInt(t *testing.T, name string, def int) int {
 	v := os.Getenv(name)
@@ -315,6 +274,28 @@ func waitFor(t *testing.T, ctx context.Context, p *process, ok func() bool, stat
 	d := time.Since(start)
 	t.Logf("%s programmed everything in %s: %s", p.name, d.Round(100*time.Millisecond), *state)
 	return d
+}
+
+// getStats reads an Envoy-style /stats text page ("name: value" lines).
+func getStats(url string) (map[string]int64, error) {
+	c := http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, l := range strings.Split(string(b), "\n") {
+		name, v, ok := strings.Cut(l, ": ")
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); ok && err == nil {
+			out[name] = n
+		}
+	}
+	return out, nil
 }
 
 func getJSON(url string, v any) error {

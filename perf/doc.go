@@ -1,0 +1,34 @@
+// Package perf is the agent side by side with kube-proxy on the kind cluster
+// (issue 17), every figure measured on both paths in the same run:
+//
+//   - endpoint change → traffic moves (TestEndpointChange): two echo
+//     backends behind a guarded Service (kube-proxy's objects cut) dialled by a
+//     meshed client, through the agent and its node proxy, and its unguarded
+//     twin (same selector) dialled by a client that is not meshed on the same
+//     node, through kube-proxy. One backend's readiness is flipped through a
+//     readiness gate; each change is timed from two clocks: when the test's
+//     EndpointSlice watch delivers the change of that path's Service (the
+//     issue's; it can come after the agent acted), and just before the gate's
+//     API write (it precedes both paths). Each stops at the first reply from
+//     the backend that became ready, or the last reply from the one that went
+//     away. Both clients start an attempt every 10 ms
+//     whatever the previous one does (perf-client dial-every), so the answer
+//     is known to about that.
+//   - new Service → first success (TestNewService): a Service and its twin
+//     created at addresses the clients already dial; from each one's first
+//     EndpointSlice event with a ready endpoint to the first reply.
+//   - at scale (TestScale, one subtest per size): N selector-less Services
+//     with hand-made EndpointSlices; on every node the time until kube-proxy's
+//     nftables and the node proxy hold them all, the CPU of their containers
+//     over that time (cgroup counters read on the node) and their RSS; the
+//     endpoint change repeated at that size; the node proxy's config dump
+//     (include_eds) in proactive and on-demand CDS; kube-proxy and the node pod
+//     restarted on one node with every object present.
+//
+// Each writes a JSON file into the artifacts directory (perf/internal/result);
+// perf/internal/report renders report.md and report.html from whichever
+// exist, with the machine's load around each figure. Run it with `make perf`
+// (perf/perf.mk, perf/run.sh); without SVCLB_PERF=1 every test skips, so
+// `make test` runs only the unit parts (perf/internal/...). docs/perf.md has
+// the figures and what bounds them.
+package perf

@@ -1,0 +1,36 @@
+# perf/perf.mk: the agent side by side with kube-proxy on the kind cluster (issue 17; perf/doc.go).
+#   make perf                                     every measurement (base, new Service, each size)
+#   make perf PERF_RUN=TestEndpointChange         one (a go test -run regexp)
+#   make perf PERF_RUN=TestScale PERF_SIZES=1000
+#   make perf-report                              re-render report.md/.html from the JSON results
+# The root Makefile defines REPO, OUT and GO; kindconfig/kindconfig.mk the cluster's variables.
+# It reuses the cluster and leaves it; where the cluster is shared, serialize runs (flock). Results: $(PERF_ARTIFACTS).
+
+PERF_RUN          ?= .
+# 5000 does not fit a 2-core machine (docs/perf.md, "5,000 Services"): name it to try.
+PERF_SIZES        ?= 1000
+PERF_CHANGES      ?= 30
+PERF_SCALE_CHANGES ?= 30
+PERF_TRIALS       ?= 20
+# Creating a size's objects may take this long (the cluster's lock is held 12 min at most).
+PERF_CREATE_WITHIN ?= 6m
+# 0: skip restarting kube-proxy and the node pod at each size.
+PERF_RESTARTS     ?= 1
+PERF_PROXY        ?= builtin
+PERF_ARTIFACTS    ?= $(REPO)/_artifacts/perf
+PERF_TIMEOUT      ?= 60m
+PERF_CLIENT_IMAGE ?= svclb/perf-client:dev
+
+##@ Performance beside kube-proxy (perf/)
+
+.PHONY: perf
+perf: ## The agent beside kube-proxy on kind: PERF_RUN=<test regexp> PERF_SIZES=1000[,5000]; report in _artifacts/perf/
+	@REPO=$(REPO) OUT=$(OUT) GO="$(GO)" MAKE="$(MAKE) --no-print-directory" \
+	RUN="$(PERF_RUN)" SIZES="$(PERF_SIZES)" CHANGES=$(PERF_CHANGES) SCALE_CHANGES=$(PERF_SCALE_CHANGES) TRIALS=$(PERF_TRIALS) CREATE_WITHIN=$(PERF_CREATE_WITHIN) RESTARTS=$(PERF_RESTARTS) \
+	PROXY=$(PERF_PROXY) ARTIFACTS=$(PERF_ARTIFACTS) TIMEOUT=$(PERF_TIMEOUT) CLIENT_IMAGE=$(PERF_CLIENT_IMAGE) \
+	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) \
+	bash $(REPO)/perf/run.sh
+
+.PHONY: perf-report
+perf-report: ## Re-render _artifacts/perf/report.md and report.html from the results there
+	@$(GO) run ./perf/cmd/report -dir $(PERF_ARTIFACTS)

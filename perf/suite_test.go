@@ -1,0 +1,271 @@
+package perf
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/e2e-framework/pkg/env"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+
+	"github.com/aether-mesh/svclb/fixtures/agent"
+	"github.com/aether-mesh/svclb/fixtures/cluster"
+	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/manifests"
+	"github.com/aether-mesh/svclb/perf/internal/report"
+	"github.com/aether-mesh/svclb/perf/internal/result"
+	"github.com/aether-mesh/svclb/pkg/contract"
+)
+
+// config is read from the environment (perf/run.sh sets it).
+type config struct {
+	enabled     bool
+	kubeconfig  string
+	cluster     string
+	artifacts   string
+	proxy       string
+	clientImage string
+	// changes is how many times the backend becomes ready (and as many
+	// times goes away) in TestEndpointChange; scaleChanges at each size.
+	changes, scaleChanges int
+	// trials is how many Services TestNewService creates (and as many twins).
+	trials int
+	sizes  []int
+	// interval is the clients' spacing of attempt starts.
+	interval time.Duration
+	start    time.Time
+}
+
+func loadConfig() (config, error) {
+	repo, _ := filepath.Abs("..")
+	c := config{
+		enabled:     os.Getenv("SVCLB_PERF") == "1",
+		kubeconfig:  getenv("SVCLB_KUBECONFIG", filepath.Join(repo, "_output", "kubeconfig")),
+		cluster:     getenv("SVCLB_CLUSTER", "svclb"),
+		artifacts:   getenv("SVCLB_PERF_ARTIFACTS", filepath.Join(repo, "_artifacts", "perf")),
+		proxy:       getenv("SVCLB_PROXY", manifests.ProxyBuiltin),
+		clientImage: getenv("SVCLB_PERF_CLIENT_IMAGE", "svclb/perf-client:dev"),
+		interval:    10 * time.Millisecond,
+		start:       time.Now(),
+	}
+	var err error
+	for _, v := range []struct {
+		name string
+		def  int
+		to   *int
+	}{{"SVCLB_PERF_CHANGES", 30, &c.changes}, {"SVCLB_PERF_SCALE_CHANGES", 30, &c.scaleChanges}, {"SVCLB_PERF_TRIALS", 20, &c.trials}} {
+		if *v.to, err = envInt(v.name, v.def); err != nil {
+			return c, err
+		}
+	}
+	for _, s := range strings.FieldsFunc(getenv("SVCLB_PERF_SIZES", "1000,5000"), func(r rune) bool { return r == ',' || r == ' ' }) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return c, fmt.Errorf("SVCLB_PERF_SIZES: %q is not a positive size", s)
+		}
+		c.sizes = append(c.sizes, n)
+	}
+	return c, nil
+}
+
+func getenv(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(k string, def int) (int, error) {
+	v := os.Getenv(k)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s=%q: want a count", k, v)
+	}
+	return n, nil
+}
+
+var (
+	cfg config
+	// watchCtx is the run's: the EndpointSlice watch lives until cleanup.
+	watchCtx, stopWatch = context.WithCancel(context.Background())
+	// suite is what the setup leaves for the tests.
+	suite = &state{}
+)
+
+// state is the cluster and the latency workload (latency.go).
+type state struct {
+	cluster *cluster.Cluster
+	// foundConfig is the agent ConfigMap's keys as the run found them,
+	// restored at the end.
+	foundConfig map[string]string
+	w           *latencyWorkload
+}
+
+// progress prints one line with the time since the run started.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[perf %7.1fs] %s\n", time.Since(cfg.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func TestMain(m *testing.M) {
+	var err error
+	if cfg, err = loadConfig(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if !cfg.enabled {
+		os.Exit(m.Run()) // the cluster tests skip
+	}
+	e := env.NewWithKubeConfig(cfg.kubeconfig)
+	g := guard.Defaults()
+	g.ImagePullPolicy = corev1.PullNever
+	e.Setup(
+		step("connect", cluster.Connect(cfg.cluster)),
+		step("record the agent's config", recordConfig),
+		step("deploy guard", guard.Deploy(g)),
+		step("deploy node DaemonSet", agent.Deploy(agent.Options{Proxy: cfg.proxy})),
+		step("agent phases on, proactive CDS", func(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+			return ctx, agent.SetConfig(ctx, suite.cluster, onConfig)
+		}),
+		step("namespace "+namespace, cluster.CreateNamespace(namespace)),
+		step("latency workload", func(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+			w, err := deployWorkload(ctx, suite.cluster)
+			suite.w = w
+			return ctx, err
+		}),
+	)
+	e.Finish(step("cleanup", cleanup))
+	os.Exit(e.Run(m))
+}
+
+// onConfig is what the measurements run with: the agent serves Services
+// (Phase 1), refuses what has no backend (Phase 2), proactive CDS.
+var onConfig = map[string]string{contract.KeyPhase1: "true", contract.KeyPhase2: "true", contract.KeyCDS: "proactive"}
+
+// step wraps an env func with progress and keeps the Cluster that
+// cluster.Connect stored.
+func step(name string, f env.Func) env.Func {
+	return func(ctx context.Context, c *envconf.Config) (context.Context, error) {
+		progress("setup: %s", name)
+		t0 := time.Now()
+		ctx, err := f(ctx, c)
+		if cl, cerr := cluster.From(ctx); cerr == nil {
+			suite.cluster = cl
+		}
+		if err != nil {
+			progress("%s FAILED after %s: %v", name, time.Since(t0).Round(100*time.Millisecond), err)
+			return ctx, fmt.Errorf("%s: %w", name, err)
+		}
+		progress("%s done in %s", name, time.Since(t0).Round(100*time.Millisecond))
+		return ctx, nil
+	}
+}
+
+// recordConfig keeps the agent ConfigMap's keys as found (deploying the
+// node DaemonSet resets them to off): cleanup puts them back.
+func recordConfig(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+	cm, err := suite.cluster.CS.CoreV1().ConfigMaps(contract.Namespace).Get(ctx, contract.AgentConfigMap, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return ctx, nil
+	case err != nil:
+		return ctx, err
+	}
+	suite.foundConfig = map[string]string{}
+	for _, k := range []string{contract.KeyPhase1, contract.KeyPhase2, contract.KeyCDS} {
+		if v, ok := cm.Data[k]; ok {
+			suite.foundConfig[k] = v
+		}
+	}
+	progress("the agent's config as found: %s", agent.Describe(suite.foundConfig))
+	return ctx, nil
+}
+
+// cleanup deletes the namespace and waits until it is gone, puts the
+// agent's config back, and renders the report from every result so far.
+func cleanup(ctx context.Context, c *envconf.Config) (context.Context, error) {
+	stopWatch()
+	var errs []string
+	if suite.cluster != nil {
+		if err := deleteNamespace(ctx, suite.cluster, namespace); err != nil {
+			errs = append(errs, err.Error())
+		}
+		if len(suite.foundConfig) > 0 {
+			progress("restoring the agent's config: %s", agent.Describe(suite.foundConfig))
+			if err := agent.SetConfig(ctx, suite.cluster, maps.Clone(suite.foundConfig)); err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+	}
+	if err := report.Render(cfg.artifacts); err != nil {
+		errs = append(errs, "report: "+err.Error())
+	} else {
+		progress("report: %s", filepath.Join(cfg.artifacts, "report.md"))
+	}
+	if len(errs) > 0 {
+		return ctx, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return ctx, nil
+}
+
+// deleteNamespace deletes ns and waits until it is gone: the next user of
+// the shared cluster starts without it.
+func deleteNamespace(ctx context.Context, c *cluster.Cluster, ns string) error {
+	t0 := time.Now()
+	nss := c.CS.CoreV1().Namespaces()
+	if err := nss.Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete namespace %s: %w", ns, err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := nss.Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %s not gone: %w", ns, err)
+	}
+	progress("namespace %s deleted in %s", ns, time.Since(t0).Round(100*time.Millisecond))
+	return nil
+}
+
+// needCluster skips a test outside a perf run.
+func needCluster(t *testing.T) {
+	t.Helper()
+	if !cfg.enabled {
+		t.Skip("the perf suite needs the kind cluster: make -f Makefile -f perf/perf.mk perf (or SVCLB_PERF=1 against a running cluster)")
+	}
+	if suite.w == nil {
+		t.Fatal("the setup did not finish")
+	}
+}
+
+// header starts a measurement's header: its start and the load now.
+func header() result.Header {
+	return result.Header{Started: time.Now(), LoadBefore: load(), Proxy: cfg.proxy}
+}
+
+// finish closes a header: duration and the load now.
+func finish(h *result.Header) {
+	h.Duration = time.Since(h.Started)
+	h.LoadAfter = load()
+}
+
+func load() result.Load {
+	l, err := result.ReadLoad(runtime.NumCPU())
+	if err != nil {
+		progress("load: %v", err)
+	}
+	return l
+}
