@@ -36,7 +36,7 @@ type attributionWorkload struct{ a, b *corev1.Service }
 // upstream_cx_total rose by exactly its own dials.
 var _ = defineLeg(leg[*attributionWorkload]{
 	name: "attribution",
-	setup: fmt.Sprintf("ClusterIP Services attr-a and attr-b selecting the same 2 echo backends, kube-proxy objects deleted; every meshed client dials "+
+	setup: fmt.Sprintf("ClusterIP Services attr-a and attr-b selecting the same 2 echo backends, kube-proxy ClusterIP entries deleted; every meshed client dials "+
 		"attr-a:80 ×%d, attr-b:80 ×%d, attr-a:81 ×%d, attr-b:81 ×%d (port 81 is declared by neither)", attrReachA, attrReachB, attrRefuseA, attrRefuseB),
 	redExpect: "no reply; no per-Service proxy stat, refusal counter or refusal log line moves (Phase flags off)",
 	greenMeans: fmt.Sprintf("every :80 attempt replies and every :81 attempt is refused by the proxy; on each client's node "+

@@ -68,7 +68,8 @@
 //  3. read every node's proxy /stats and agent refusal counters, and, for
 //     each dialled Service the guard cuts (labelled, or in a namespace its
 //     --namespace-selector matches: guard.Options.Chooses), every node's
-//     `nft list table ip kube-proxy` and the guard's re-deletion count;
+//     `nft list table ip kube-proxy` (its ClusterIP entries) and the
+//     guard's re-deletion count;
 //  4. run the leg's measure;
 //  5. wait (up to measure.CountersSettle) until every node's counters
 //     account for its clients' attempts (the capture's chains saw them, every
@@ -101,7 +102,8 @@
 //
 // The legs, in run and report order. "cut" means the Service is labelled
 // svclb.dev/kube-proxy=deleted and the guard (pkg/kubeproxyguard) has
-// deleted its kube-proxy objects on every node before the leg measures;
+// deleted its kube-proxy ClusterIP entries on every node before the leg
+// measures (its NodePort path stays kube-proxy's);
 // "clients" are the meshed client pods of suite_test.go, one per node. Every
 // leg runs through the capture (internal/capture: TPROXY into the node
 // proxy's listener in the pod's netns), the agent's sync and xDS

@@ -50,7 +50,7 @@ func (w *newServiceWorkload) twinTo() string  { return net.JoinHostPort(w.twinIP
 // it, and how long that takes next to kube-proxy on the same node.
 var _ = defineLeg(leg[*newServiceWorkload]{
 	name: "new-service",
-	setup: "2 echo backends, Ready before any Service; per run two Services created at once at ClusterIPs chosen beforehand: newsvc, cut (kube-proxy objects deleted), dialled by the meshed client " +
+	setup: "2 echo backends, Ready before any Service; per run two Services created at once at ClusterIPs chosen beforehand: newsvc, cut (kube-proxy ClusterIP entries deleted), dialled by the meshed client " +
 		"on the first worker, and its unguarded twin newsvc-twin dialled by a client on the same node that is not meshed (kube-proxy's path); " +
 		fmt.Sprintf("both clients dial every %s from before the creation until the first reply (at most %s); both Services deleted after the run", newServiceInterval, newServiceWithin),
 	redExpect: "the meshed client never gets a reply through a svc: cluster, and once the guard has cut the Service none at all",

@@ -55,7 +55,7 @@ type onDemandWorkload struct {
 // yet known is held while the proxy asks instead of being refused.
 var _ = defineLeg(leg[*onDemandWorkload]{
 	name: "on-demand",
-	setup: "ClusterIP Service (2 echo backends, kube-proxy objects deleted) and a second Service nobody dials; one meshed client on a worker; " +
+	setup: "ClusterIP Service (2 echo backends, kube-proxy ClusterIP entries deleted) and a second Service nobody dials; one meshed client on a worker; " +
 		"green also sets the agent's ConfigMap cds=on-demand (restored to proactive after the leg)",
 	redExpect: "no backend reply (passthrough to the VIP hits kube-proxy's REJECT); nothing demanded, nothing refused on demand",
 	greenMeans: "before any connection the node's proxy has no cluster for the Service; the first connection is held while the proxy asks and gets a reply; " +

@@ -50,7 +50,7 @@ func (w *recreateWorkload) newTo() string { return net.JoinHostPort(w.new, "80")
 // old one is no Service's any more.
 var _ = defineLeg(leg[*recreateWorkload]{
 	name: "recreate",
-	setup: fmt.Sprintf("ClusterIP Service rec (2 echo backends, kube-proxy objects deleted) at a chosen ClusterIP, deleted and created again at another "+
+	setup: fmt.Sprintf("ClusterIP Service rec (2 echo backends, kube-proxy ClusterIP entries deleted) at a chosen ClusterIP, deleted and created again at another "+
 		"while the meshed client on the first worker dials the old VIP (%d attempts %s apart); then every client dials the old VIP ×%d and the new one; "+
 		"rec is put back on the old VIP after each run", recreateDials, recreateInterval, recreateRefusals),
 	redExpect: "no reply from either VIP and nothing counted refused (Phase flags off)",

@@ -13,7 +13,7 @@ import (
 // refuse-no-endpoints: a Service without endpoints is refused by the proxy
 // and counted with the Service's name.
 var _ = defineLeg(refuseLeg("refuse-no-endpoints", agent.ReasonNoEndpoints,
-	"ClusterIP Service whose selector matches no pod, kube-proxy objects deleted on every node",
+	"ClusterIP Service whose selector matches no pod, kube-proxy ClusterIP entries deleted on every node",
 	func(ctx context.Context) (measure.Target, error) {
 		svc := workload.Service(suite.legsNS, "noep", workload.ServiceOptions{Selector: map[string]string{workload.AppLabel: "nothing-matches-this"}, Cut: true})
 		if err := suite.cluster.Create(ctx, svc); err != nil {

@@ -27,8 +27,9 @@ PEER_WORK       ?= $(REPO)/_work/peer
 PEER_ARTIFACTS  ?= $(REPO)/_artifacts/peer
 FOCUS           ?=
 PEER_PHASES     ?= red green
-# Who cuts the enrolled namespaces' Services: label (the runner labels them for
-# the guard) or guard (the guard's namespace-selector mode).
+# Who cuts the enrolled namespaces' Services: guard (the guard's
+# namespace-selector mode; empty: the runner's default) or label (the runner
+# labels them for the guard's label mode).
 PEER_CUT        ?=
 # e2e.test processes per phase, each running a share of the set (empty: the runner's 5).
 PEER_SHARDS     ?=

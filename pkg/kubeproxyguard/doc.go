@@ -1,5 +1,6 @@
-// Package kubeproxyguard takes chosen Services off kube-proxy's nftables
-// path on a node, and keeps them off although kube-proxy restores them.
+// Package kubeproxyguard takes chosen Services off kube-proxy's ClusterIP
+// path on a node, and keeps them off although kube-proxy restores it.
+// Their NodePort, external-IP and load-balancer paths stay kube-proxy's.
 //
 // # Choosing
 //
@@ -17,47 +18,53 @@
 // svclb never gives it a svc: cluster. The guard logs the refusal once and
 // lists it under "refused" in /status; the CLI's delete and watch reject it.
 // A Service that loses the label (or whose namespace stops matching)
-// is no longer guarded; its objects stay deleted until kube-proxy's next
-// full sync restores them. To force one, restart the node's kube-proxy pod
+// is no longer guarded; its ClusterIP entries stay deleted until
+// kube-proxy's next full sync restores them. To force one, restart the node's kube-proxy pod
 // (kubectl -n kube-system delete pod -l k8s-app=kube-proxy
 // --field-selector spec.nodeName=NODE).
 //
 // # What is deleted
 //
-// Only in table ip kube-proxy, and only objects kube-proxy named for a
-// chosen Service. kube-proxy names a Service port's chains and sets
-// <prefix><HASH>-<ns>/<name>/<proto>/<portName>[__<endpointIP>/<port>];
-// the "/" is what kube-proxy itself uses to tell them from its stock
-// chains. The guard parses those names, never computes the hash:
+// Only in table ip kube-proxy, and only a chosen Service's ClusterIP entry
+// points: the elements of service-ips and no-endpoint-services whose key
+// ("ClusterIP . proto . port") leads with one of its ClusterIPs, one per
+// Service port. kube-proxy (pkg/proxy/nftables/proxier.go, syncProxyRules)
+// writes a Service's ClusterIP into the cluster-ips set and keys the two
+// maps by it ("Capture the clusterIP"), but keys its external IPs and
+// load-balancer IPs in the same two maps too; cluster-ips, which holds
+// every active ClusterIP and nothing else, is what tells the two apart
+// without the Service object. A service-ips element also has to jump to
+// the Service's internal traffic chain (service- or local-; an external
+// IP's jumps to external-), so an external IP that happens to be another
+// Service's ClusterIP is not taken for one. The element's owner is the chain its verdict
+// jumps to (service-ips: "goto service-<hash>-ns/name/tcp/http"; kube-proxy
+// names a Service port's chains <prefix><HASH>-<ns>/<name>/<proto>/<port>,
+// and the guard parses the name, never computes the hash) or kube-proxy's
+// comment (no-endpoint-services: "ns/name:portName"; the verdict, "goto
+// reject-chain" or "drop", names nothing).
 //
-//   - elements of service-ips, firewall-ips and service-nodeports whose
-//     verdict jumps to such a chain ("goto service-…-ns/name/tcp/http");
-//   - elements of no-endpoint-services and no-endpoint-nodeports whose
-//     comment is the Service port ("ns/name:portName"), as kube-proxy writes
-//     it (their verdict, "goto reject-chain" or "drop", names nothing);
-//   - the service-, local-, external-, firewall- and endpoint- chains, and
-//     the affinity- sets (session affinity).
+// Everything else stays as kube-proxy wrote it: service-nodeports,
+// no-endpoint-nodeports and firewall-ips elements, external-IP and
+// load-balancer-IP elements, every chain of the Service (service-, local-,
+// external-, firewall-, endpoint-) with its rules, its affinity- sets, and
+// its cluster-ips element. So kube-proxy still serves <nodeIP>:<nodePort>
+// and external IPs exactly as before (the mission: "kube-proxy stays
+// installed for everything that is not a meshed pod's captured egress"),
+// and an un-intercepted connection to the VIP meets kube-proxy's
+// cluster-ips-check REJECT, deterministically. A table without the
+// cluster-ips set is an error: the guard cuts nothing rather than guess.
+// Both the v1.34 layout (endpoint- chains) and the v1.37 layout (one numgen
+// dnat map per service- chain) are handled: they share these names.
 //
-// The cluster-ips element stays: an un-intercepted connection to the VIP
-// is then REJECTed by kube-proxy's cluster-ips-check, deterministically.
-// Shared objects (hairpin-connections in v1.37, nodeport-ips) stay too.
-// Both the v1.34 layout (endpoint- chains) and the v1.37 layout (one
-// numgen dnat map per service- chain) are handled: they share these names.
-//
-// A pass (Reconcile) reads the table, cuts each Service on kube-proxy's
-// path in one transaction (map elements, then flushing its chains, then
-// deleting its affinity sets) and deletes the chains of Services cut at
-// least ChainDeleteDelay (1 s) earlier in a second transaction, as
-// kube-proxy does: kernels before 6.2 release a deleted element's reference
-// late. Transactions carry at most 64 operations (several Services each, a
-// Service never split): the kernel acknowledges every one. DeleteNow runs
-// passes until the chosen Services are gone.
+// A pass (Reconcile) reads those elements and deletes the ones of chosen
+// Services in one transaction. Transactions carry at most 64 elements
+// (several Services each, a Service never split): the kernel acknowledges
+// every one. DeleteNow runs passes until one succeeds.
 //
 // # Keeping them deleted
 //
-// kube-proxy restores everything on a full sync (start-up, after a failed
-// transaction — which deleting behind its back causes —, node label
-// changes). Guard.Run subscribes to nftables events (nft monitor) and runs
+// kube-proxy restores the elements on a full sync (start-up, after a
+// failed transaction, node label changes). Guard.Run subscribes to nftables events (nft monitor) and runs
 // a pass after any addition, so a restore is cut again within milliseconds;
 // a periodic pass (Options.Resync) backs it up. When the kernel closes the
 // subscription (ENOBUFS) it is renewed and a pass runs.
@@ -81,11 +88,11 @@
 //	  "services": [{
 //	    "namespace": "default", "name": "demo",
 //	    "guardedSince": "2026-11-29T15:59:00Z",
-//	    "state": "clean",                   // unknown | on-path | cut | clean
-//	    "remaining": [],                    // what the last pass found
-//	    "deleted": [                        // every object deleted, once each
-//	      {"kind": "chain",   "name": "service-C642UMGT-default/demo/tcp/http"},
-//	      {"kind": "element", "name": "service-ips: 10.96.100.100 . tcp . 80 : goto service-C642UMGT-default/demo/tcp/http"}
+//	    "state": "clean",                   // unknown | on-path | clean
+//	    "remaining": [],                    // ClusterIP entries the last cut failed to delete
+//	    "deleted": [                        // every ClusterIP entry deleted, once each
+//	      {"kind": "element", "name": "service-ips: 10.96.100.100 . tcp . 80 : goto service-C642UMGT-default/demo/tcp/http"},
+//	      {"kind": "element", "name": "service-ips: 10.96.100.100 . tcp . 443 : goto service-LE7AQETR-default/demo/tcp/https"}
 //	    ],
 //	    "deletions": 3,                     // cut transactions
 //	    "redeletions": 2,                   // cuts after kube-proxy restored it
@@ -99,8 +106,9 @@
 //	  }]
 //	}
 //
-// "cut" means kube-proxy no longer routes the Service on this node (its
-// empty chains wait for deletion); "clean" means nothing of it is left.
+// "clean" means no ClusterIP entry of the Service is left in the table
+// (kube-proxy's NodePort and external entries of it are not counted: they
+// stay); "on-path" means the last cut failed and one is.
 // The re-deletion latency runs from the guard observing the restore (the
 // nft event's arrival, or the start of the periodic pass that found it) to
 // the commit of the transaction that cut it again.
@@ -110,17 +118,17 @@
 // One job each:
 //
 //	guard.go     Guard, Options, New; the chosen set (SetServices)
-//	run.go       Run (passes on nft events, every Resync, when chains are due); DeleteNow
-//	pass.go      Reconcile: one pass as read, cut, delete, record
-//	table.go     read: kube-proxy's table grouped by Service (readTable)
+//	run.go       Run (passes on nft events, every Resync, after a failure); DeleteNow
+//	pass.go      Reconcile: one pass as read, cut, record
+//	table.go     read: the ClusterIP entries of kube-proxy's table, grouped by Service (readTable)
 //	element.go   read: which Service a verdict-map element belongs to; nft's notation
-//	names.go     read: kube-proxy's chain, set and comment names taken apart
-//	cut.go       cut and delete: the two transactions, grouped up to maxOps operations
+//	names.go     read: kube-proxy's chain and comment names taken apart
+//	cut.go       cut: the transactions, grouped up to maxOps elements
 //	record.go    record: per-Service state, metrics, re-deletion latency
 //	status.go    Status and Handler (/status, /metrics, /healthz)
 //	metrics.go   the Prometheus metrics
 //	monitor.go   the nft event subscription that triggers passes
 //	services.go  WatchServices: the labelled Services, from the apiserver
 //	namespaces.go  WatchServicesByNamespace (--namespace-selector): and every Service of the selected namespaces
-//	list.go      List: the read-only listing behind `svclb-guard list`
+//	list.go      List: the read-only listing behind `svclb-guard list` (ClusterIP entries)
 package kubeproxyguard

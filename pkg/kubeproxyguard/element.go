@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"strings"
 
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
@@ -12,11 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// elementOwner names the Service an element of one of elementMaps belongs
-// to: by the chain its verdict jumps to (service-ips, firewall-ips,
-// service-nodeports: "goto service-<hash>-ns/name/…"), or by kube-proxy's
-// comment (no-endpoint-*: the verdict is only "goto reject-chain" or "drop",
-// so the comment "ns/name:port" is what names the Service port).
+// elementOwner names the Service an element of service-ips or
+// no-endpoint-services belongs to: by the chain its verdict jumps to
+// (service-ips: "goto service-<hash>-ns/name/…"), or by kube-proxy's
+// comment (no-endpoint-services: the verdict is only "goto reject-chain" or
+// "drop", so the comment "ns/name:port" is what names the Service port).
 func elementOwner(mapName string, e nftables.SetElement) (types.NamespacedName, string, bool) {
 	verdict := decodeVerdict(e.Val)
 	desc := mapName + ": " + formatKey(e.Key)
@@ -29,12 +28,30 @@ func elementOwner(mapName string, e nftables.SetElement) (types.NamespacedName, 
 			return n.Service, desc, true
 		}
 	}
-	if strings.HasPrefix(mapName, "no-endpoint-") && e.Comment != "" {
+	if mapName == noEndpointServicesMap && e.Comment != "" {
 		if svc, ok := parseComment(e.Comment); ok {
 			return svc, desc, true
 		}
 	}
 	return types.NamespacedName{}, "", false
+}
+
+// internalVerdict reports whether a service-ips element jumps to its
+// Service's internal traffic chain (service- or local-), as kube-proxy's
+// ClusterIP entries do; its external-IP and load-balancer entries jump to
+// the external- (or firewall-) chain.
+func internalVerdict(e nftables.SetElement) bool {
+	n, ok := parseChainName(decodeVerdict(e.Val).Chain)
+	return ok && (n.Prefix == "service-" || n.Prefix == "local-")
+}
+
+// keyIP is the IPv4 address that leads a map key "ipv4_addr . inet_proto .
+// inet_service" (each field padded to 4 bytes).
+func keyIP(k []byte) (netip.Addr, bool) {
+	if len(k) != 12 {
+		return netip.Addr{}, false
+	}
+	return netip.AddrFrom4([4]byte(k[0:4])), true
 }
 
 type verdict struct {

@@ -12,18 +12,12 @@ import (
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
-// Label chooses a Service: the guard deletes kube-proxy's objects of every
-// Service labelled Label=LabelValue, and keeps deleting them.
+// Label chooses a Service: the guard deletes kube-proxy's ClusterIP entry
+// points of every Service labelled Label=LabelValue, and keeps deleting them.
 const (
 	Label      = contract.KubeProxyLabel
 	LabelValue = contract.KubeProxyCut
 )
-
-// ChainDeleteDelay is how long the guard waits between cutting a Service
-// (elements deleted, chains flushed) and deleting its chains. kube-proxy
-// waits as long: kernels before 6.2 release a deleted map element's
-// reference to its chain late, so an earlier delete fails with EBUSY.
-const ChainDeleteDelay = time.Second
 
 // Options configure a Guard.
 type Options struct {
@@ -41,8 +35,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Guard deletes kube-proxy's nftables objects of chosen Services in one
-// network namespace and deletes them again whenever they come back.
+// Guard deletes kube-proxy's ClusterIP entry points (map elements) of chosen
+// Services in one network namespace and deletes them again whenever they
+// come back.
 type Guard struct {
 	o       Options
 	conn    *nftables.Conn
@@ -64,20 +59,18 @@ type Guard struct {
 }
 
 type serviceState struct {
-	since        time.Time
-	state        string
-	remaining    []ObjectRef
-	deleted      map[ObjectRef]struct{}
-	seenOff      bool      // a pass saw the Service off kube-proxy's path
-	cutAt        time.Time // last cut, or first sight of leftover empty chains
-	deletions    int
-	redeletions  int
-	lastRedel    time.Time
-	lastLatency  time.Duration
-	errors       int
-	lastError    string
-	lastErrorAt  time.Time
-	chainRetryAt time.Time
+	since       time.Time
+	state       string
+	remaining   []ObjectRef
+	deleted     map[ObjectRef]struct{}
+	seenOff     bool // a pass saw the Service off kube-proxy's path
+	deletions   int
+	redeletions int
+	lastRedel   time.Time
+	lastLatency time.Duration
+	errors      int
+	lastError   string
+	lastErrorAt time.Time
 }
 
 // New returns a Guard with no Service chosen.
@@ -145,9 +138,9 @@ func Refuse(svc types.NamespacedName) string {
 }
 
 // SetServices replaces the set of chosen Services. A Service that leaves
-// the set is no longer guarded; its objects stay deleted until kube-proxy's
-// next full sync restores them (restart the node's kube-proxy pod to force
-// one). A Service Refuse names is never guarded: it is logged once and
+// the set is no longer guarded; its ClusterIP entries stay deleted until
+// kube-proxy's next full sync restores them (restart the node's kube-proxy
+// pod to force one). A Service Refuse names is never guarded: it is logged once and
 // listed in Status.Refused while it stays chosen.
 func (g *Guard) SetServices(svcs []types.NamespacedName) {
 	g.mu.Lock()

@@ -55,7 +55,7 @@ func TestGuardWithAPIServer(t *testing.T) {
 		slices.SortFunc(want, func(a, b types.NamespacedName) int { return cmpName(a, b) })
 		var got []types.NamespacedName
 		if _, ok := waitFor(10*time.Second, func() bool {
-			got = present(t, c, all)
+			got = onPath(t, c, all)
 			slices.SortFunc(got, func(a, b types.NamespacedName) int { return cmpName(a, b) })
 			return slices.Equal(got, want)
 		}); !ok {

@@ -3,10 +3,12 @@ package kubeproxyguard
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"sync"
 	"testing"
@@ -26,11 +28,11 @@ import (
 
 // TestGuardWithRealKubeProxy runs a real kube-proxy v1.34 (nftables mode,
 // built by `make k8s-bins`) in a throwaway namespace against a real
-// apiserver, guards one of two Services, restarts kube-proxy (its start-up
-// full sync restores everything) and changes the guarded Service's
-// endpoints (kube-proxy's partial sync then fails on the deleted chains and
-// falls back to a full sync): each time the guard cuts it again and leaves
-// the other Service alone.
+// apiserver, guards one of two NodePort Services (with an external IP),
+// restarts kube-proxy (its start-up full sync restores everything) and
+// changes the guarded Service's endpoints: each time the guard cuts its
+// ClusterIP entry again, leaves its NodePort and external-IP path as
+// kube-proxy wrote it, and leaves the other Service alone.
 func TestGuardWithRealKubeProxy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts kube-apiserver, etcd and kube-proxy")
@@ -57,19 +59,28 @@ func TestGuardWithRealKubeProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	demo, keep := svc("default/demo"), svc("default/keep")
+	var demoNodePort int32
 	for _, s := range []types.NamespacedName{demo, keep} {
 		lbls := map[string]string{}
+		var externalIPs []string
 		if s == demo {
 			lbls[Label] = LabelValue
+			externalIPs = []string{"203.0.113.50"}
 		}
-		if _, err := kube.CoreV1().Services(s.Namespace).Create(ctx, &corev1.Service{
+		created, err := kube.CoreV1().Services(s.Namespace).Create(ctx, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: lbls},
 			Spec: corev1.ServiceSpec{
+				Type:            corev1.ServiceTypeNodePort,
 				Ports:           []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
 				SessionAffinity: corev1.ServiceAffinityClientIP,
+				ExternalIPs:     externalIPs,
 			},
-		}, metav1.CreateOptions{}); err != nil {
+		}, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
+		}
+		if s == demo {
+			demoNodePort = created.Spec.Ports[0].NodePort
 		}
 		setEndpoints(t, kube, s, "10.244.1.10", "10.244.2.20")
 	}
@@ -103,10 +114,26 @@ func TestGuardWithRealKubeProxy(t *testing.T) {
 		}
 		return -1
 	}
-	expect("guarded")
-	if _, ok := waitFor(5*time.Second, func() bool { return len(present(t, c, []types.NamespacedName{demo})) == 0 }); !ok {
-		t.Fatal("demo's chains not deleted")
+	// What of demo stays: kube-proxy's NodePort and external-IP elements,
+	// its chains and affinity sets (the NodePort path goes through them).
+	externalPath := []*regexp.Regexp{
+		regexp.MustCompile(`203\.0\.113\.50 \. tcp \. 80 : goto external-[A-Z2-7]{8}-default/demo/tcp/http`),
+		regexp.MustCompile(fmt.Sprintf(`tcp \. %d : goto external-[A-Z2-7]{8}-default/demo/tcp/http`, demoNodePort)),
+		regexp.MustCompile(`chain service-[A-Z2-7]{8}-default/demo/tcp/http \{`),
+		regexp.MustCompile(`chain external-[A-Z2-7]{8}-default/demo/tcp/http \{`),
+		regexp.MustCompile(`set affinity-[A-Z2-7]{8}-default/demo/tcp/http__`),
 	}
+	expectExternalPath := func(what string) {
+		t.Helper()
+		table := listTable(t, ns)
+		for _, re := range externalPath {
+			if !re.MatchString(table) {
+				t.Errorf("%s: demo's NodePort path lacks %s:\n%s", what, re, table)
+			}
+		}
+	}
+	expect("guarded")
+	expectExternalPath("guarded")
 
 	stage("guarded")
 	// Restart: the start-up full sync restores demo.
@@ -118,15 +145,18 @@ func TestGuardWithRealKubeProxy(t *testing.T) {
 		t.Fatal("kube-proxy's restart restored nothing the guard saw")
 	}
 	expect("after kube-proxy restarted")
+	expectExternalPath("after kube-proxy restarted")
 	stage("restored by kube-proxy's restart, and re-deleted")
 
-	// An endpoint change: the partial sync touches demo's deleted chains.
+	// An endpoint change: kube-proxy's partial sync rewrites demo.
 	before = redeletions()
 	setEndpoints(t, kube, demo, "10.244.1.11")
-	if _, ok := waitFor(60*time.Second, func() bool { return redeletions() > before }); !ok {
+	// kube-proxy syncs within its minSyncPeriod (1 s); 10 s is ample.
+	if _, ok := waitFor(10*time.Second, func() bool { return redeletions() > before }); !ok {
 		t.Logf("an endpoint change did not make kube-proxy restore demo (no full sync) — fine, nothing to re-delete")
 	}
 	expect("after an endpoint change")
+	expectExternalPath("after an endpoint change")
 	stage("endpoint change handled")
 	for _, s := range g.Status().Services {
 		t.Logf("%s/%s: %d re-deletions, last latency %.2f ms, %d errors", s.Namespace, s.Name, s.Redeletions, s.LastRedeletionLatencySeconds*1000, s.Errors)

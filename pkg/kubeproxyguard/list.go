@@ -8,15 +8,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// ServiceObjects is what kube-proxy's table holds for one Service.
+// ServiceObjects is a Service's ClusterIP entries in kube-proxy's table.
 type ServiceObjects struct {
 	Service types.NamespacedName
 	Objects []ObjectRef
 }
 
 // List reads kube-proxy's table in the namespace netNS (0: the caller's)
-// and returns every Service that has objects in it, sorted, without
-// changing anything.
+// and returns every Service that has ClusterIP entries in it (what the
+// guard would cut), sorted, without changing anything.
 func List(netNS int) ([]ServiceObjects, error) {
 	c, err := nftables.New(nftables.WithNetNSFd(netNS))
 	if err != nil {

@@ -26,10 +26,10 @@ func newMetrics() *metrics {
 		guarded: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "svclb_guard_guarded_services", Help: "Services chosen for guarding."}),
 		onPath: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "svclb_guard_service_on_path", Help: "1 while kube-proxy's objects of a guarded Service route traffic on this node."},
+			Name: "svclb_guard_service_on_path", Help: "1 while kube-proxy's ClusterIP entries of a guarded Service are in this node's table (the last cut failed)."},
 			[]string{"namespace", "service"}),
 		deletions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svclb_guard_deletions_total", Help: "Transactions that cut a Service off kube-proxy's path."},
+			Name: "svclb_guard_deletions_total", Help: "Transactions that cut a Service off kube-proxy's ClusterIP path."},
 			[]string{"namespace", "service"}),
 		redeletions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svclb_guard_redeletions_total", Help: "Cuts after kube-proxy restored a guarded Service."},
@@ -39,7 +39,7 @@ func newMetrics() *metrics {
 			Help:    "From observing kube-proxy's restore to the commit of the re-deletion.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5}}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "svclb_guard_errors_total", Help: "Failed operations by kind (read, cut, delete-chains, monitor)."},
+			Name: "svclb_guard_errors_total", Help: "Failed operations by kind (read, cut, monitor)."},
 			[]string{"op"}),
 		resubscriptions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "svclb_guard_monitor_resubscriptions_total", Help: "Times the nft monitor closed and was renewed."}),

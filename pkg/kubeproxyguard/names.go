@@ -7,27 +7,27 @@ import (
 )
 
 // The name prefixes kube-proxy (nftables mode) gives a Service port's own
-// objects; see servicePortChainNameBase and servicePortEndpointChainNameBase
+// chains; see servicePortChainNameBase and servicePortEndpointChainNameBase
 // in k8s.io/kubernetes/pkg/proxy/nftables. Every such name contains a "/",
 // which no stock kube-proxy object has: that is how kube-proxy itself tells
-// them apart (isServiceChainName).
+// them apart (isServiceChainName). The guard reads these names only to tell
+// which Service a service-ips element's verdict belongs to; it never
+// touches the chains.
 var chainPrefixes = []string{"service-", "local-", "external-", "firewall-", "endpoint-"}
-
-const affinityPrefix = "affinity-"
 
 // objectName is a kube-proxy Service-port object name taken apart:
 // <prefix><HASH8>-<ns>/<name>/<proto>/<portName>[__<endpointIP>/<endpointPort>]
 type objectName struct {
-	Prefix   string // "service-", "local-", ..., "affinity-"
+	Prefix   string // "service-", "local-", ...
 	Service  types.NamespacedName
 	Protocol string // tcp, udp, sctp
 	PortName string // may be empty (unnamed port)
-	Endpoint string // "IP/port" for endpoint- chains and affinity- sets
+	Endpoint string // "IP/port" for endpoint- chains
 }
 
-// parseName parses a chain or set name written by kube-proxy for a Service
-// port. ok is false for anything else (stock chains, other tools' objects),
-// so the guard can never match them.
+// parseName parses a chain name written by kube-proxy for a Service port.
+// ok is false for anything else (stock chains, other tools' objects), so
+// the guard can never match them.
 func parseName(name string, prefixes ...string) (objectName, bool) {
 	var n objectName
 	for _, p := range prefixes {
@@ -52,8 +52,7 @@ func parseName(name string, prefixes ...string) (objectName, bool) {
 	}
 	n.Service = types.NamespacedName{Namespace: parts[0], Name: parts[1]}
 	n.Protocol, n.PortName = parts[2], parts[3]
-	wantEP := n.Prefix == "endpoint-" || n.Prefix == affinityPrefix
-	if hasEP != wantEP {
+	if hasEP != (n.Prefix == "endpoint-") {
 		return n, false
 	}
 	n.Endpoint = epPart
@@ -73,11 +72,8 @@ func isBase32(s string) bool {
 // local-, external-, firewall-, endpoint-).
 func parseChainName(name string) (objectName, bool) { return parseName(name, chainPrefixes...) }
 
-// parseSetName parses the name of a Service port's affinity- set.
-func parseSetName(name string) (objectName, bool) { return parseName(name, affinityPrefix) }
-
-// parseComment parses the comment kube-proxy puts on no-endpoint-services and
-// no-endpoint-nodeports elements: the ServicePortName, "<ns>/<name>:<portName>".
+// parseComment parses the comment kube-proxy puts on no-endpoint-services
+// elements: the ServicePortName, "<ns>/<name>:<portName>".
 func parseComment(c string) (types.NamespacedName, bool) {
 	nsName, _, ok := strings.Cut(c, ":")
 	if !ok {

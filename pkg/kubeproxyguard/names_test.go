@@ -9,35 +9,28 @@ import (
 func TestParseName(t *testing.T) {
 	demo := types.NamespacedName{Namespace: "default", Name: "demo"}
 	for _, tc := range []struct {
-		name  string
-		chain bool // else set
-		ok    bool
-		svc   types.NamespacedName
-		port  string
-		ep    string
+		name string
+		ok   bool
+		svc  types.NamespacedName
+		port string
+		ep   string
 	}{
-		{"service-C642UMGT-default/demo/tcp/http", true, true, demo, "http", ""},
-		{"external-C642UMGT-default/demo/tcp/http", true, true, demo, "http", ""},
-		{"local-2Q7NANCK-default/demo/tcp/", true, true, demo, "", ""},
-		{"firewall-C642UMGT-default/demo/udp/dns", true, true, demo, "dns", ""},
-		{"endpoint-AJJQKKJ6-default/demo/tcp/http__10.244.1.10/8080", true, true, demo, "http", "10.244.1.10/8080"},
-		{"affinity-AJJQKKJ6-default/demo/tcp/http__10.244.1.10/8080", false, true, demo, "http", "10.244.1.10/8080"},
+		{"service-C642UMGT-default/demo/tcp/http", true, demo, "http", ""},
+		{"external-C642UMGT-default/demo/tcp/http", true, demo, "http", ""},
+		{"local-2Q7NANCK-default/demo/tcp/", true, demo, "", ""},
+		{"firewall-C642UMGT-default/demo/udp/dns", true, demo, "dns", ""},
+		{"endpoint-AJJQKKJ6-default/demo/tcp/http__10.244.1.10/8080", true, demo, "http", "10.244.1.10/8080"},
 		// Stock chains and malformed names never match.
-		{"services", true, false, types.NamespacedName{}, "", ""},
-		{"service-endpoints-check", true, false, types.NamespacedName{}, "", ""},
-		{"service-ips", true, false, types.NamespacedName{}, "", ""},
-		{"service-c642umgt-default/demo/tcp/http", true, false, types.NamespacedName{}, "", ""},
-		{"service-C642UMGT-default/demo/tcp", true, false, types.NamespacedName{}, "", ""},
-		{"endpoint-AJJQKKJ6-default/demo/tcp/http", true, false, types.NamespacedName{}, "", ""},
-		{"service-C642UMGT-default/demo/tcp/http__10.0.0.1/80", true, false, types.NamespacedName{}, "", ""},
-		{"affinity-AJJQKKJ6-default/demo/tcp/http__10.244.1.10/8080", true, false, types.NamespacedName{}, "", ""},
-		{"service-C642UMGT-default/demo/tcp/http", false, false, types.NamespacedName{}, "", ""},
+		{"services", false, types.NamespacedName{}, "", ""},
+		{"service-endpoints-check", false, types.NamespacedName{}, "", ""},
+		{"service-ips", false, types.NamespacedName{}, "", ""},
+		{"service-c642umgt-default/demo/tcp/http", false, types.NamespacedName{}, "", ""},
+		{"service-C642UMGT-default/demo/tcp", false, types.NamespacedName{}, "", ""},
+		{"endpoint-AJJQKKJ6-default/demo/tcp/http", false, types.NamespacedName{}, "", ""},
+		{"service-C642UMGT-default/demo/tcp/http__10.0.0.1/80", false, types.NamespacedName{}, "", ""},
+		{"affinity-AJJQKKJ6-default/demo/tcp/http__10.244.1.10/8080", false, types.NamespacedName{}, "", ""},
 	} {
-		parse := parseSetName
-		if tc.chain {
-			parse = parseChainName
-		}
-		n, ok := parse(tc.name)
+		n, ok := parseChainName(tc.name)
 		if ok != tc.ok {
 			t.Errorf("%s: ok=%v, want %v", tc.name, ok, tc.ok)
 			continue

@@ -122,7 +122,7 @@ func TestGuardWithAPIServerNamespaceMode(t *testing.T) {
 		slices.SortFunc(want, cmpName)
 		var got []types.NamespacedName
 		if _, ok := waitFor(10*time.Second, func() bool {
-			got = present(t, c, all)
+			got = onPath(t, c, all)
 			slices.SortFunc(got, cmpName)
 			return slices.Equal(got, want)
 		}); !ok {
@@ -137,7 +137,7 @@ func TestGuardWithAPIServerNamespaceMode(t *testing.T) {
 	}
 	expectPresent("default enrolled", api)
 	settle(t, g)
-	if got := present(t, c, []types.NamespacedName{api}); len(got) != 1 {
+	if got := onPath(t, c, []types.NamespacedName{api}); len(got) != 1 {
 		t.Errorf("default/kubernetes cut once default was enrolled")
 	}
 	for _, s := range g.Status().Services {

@@ -175,7 +175,7 @@ func startGuard(t testing.TB, ns *netnstest.NS, resync time.Duration, svcs ...ty
 // (Reconcile waits for it, then runs a pass of its own).
 func settle(t testing.TB, g *Guard) {
 	t.Helper()
-	if _, err := g.Reconcile(); err != nil {
+	if err := g.Reconcile(); err != nil {
 		t.Fatalf("pass: %v", err)
 	}
 }
@@ -193,17 +193,8 @@ func guardedV134(t testing.TB, resync time.Duration) (*netnstest.NS, *nftables.C
 }
 
 // onPath reads the kernel's table (not the guard's status) and returns the
-// Services of svcs that still have an element, a rule or an affinity set.
+// Services of svcs that still have a ClusterIP entry point.
 func onPath(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName) []types.NamespacedName {
-	return inTable(t, c, svcs, (*objects).needsCut)
-}
-
-// present returns the Services of svcs that have any object left.
-func present(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName) []types.NamespacedName {
-	return inTable(t, c, svcs, func(o *objects) bool { return !o.empty() })
-}
-
-func inTable(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName, match func(*objects) bool) []types.NamespacedName {
 	t.Helper()
 	want := map[types.NamespacedName]bool{}
 	for _, s := range svcs {
@@ -216,13 +207,7 @@ func inTable(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName, match 
 	if err != nil {
 		t.Fatalf("read table: %v", err)
 	}
-	var r []types.NamespacedName
-	for s, o := range tb.services {
-		if match(o) {
-			r = append(r, s)
-		}
-	}
-	return r
+	return tb.onPathServices()
 }
 
 // waitFor polls cond every 2ms until it holds or d passes, and returns how
@@ -243,7 +228,7 @@ func conn(t testing.TB, ns *netnstest.NS) *nftables.Conn {
 }
 
 // expectCut fails the test unless every Service of svcs is off kube-proxy's
-// path within 1 s, and returns how long it took.
+// ClusterIP path within 1 s, and returns how long it took.
 func expectCut(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName, what string) time.Duration {
 	t.Helper()
 	took, ok := waitFor(time.Second, func() bool { return len(onPath(t, c, svcs)) == 0 })
@@ -253,11 +238,12 @@ func expectCut(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName, what
 	return took
 }
 
-// waitClean waits until nothing of svcs is left in the kernel's table.
+// waitClean waits until no ClusterIP entry of svcs is left in the kernel's
+// table.
 func waitClean(t testing.TB, c *nftables.Conn, svcs []types.NamespacedName) {
 	t.Helper()
-	if _, ok := waitFor(5*time.Second, func() bool { return len(present(t, c, svcs)) == 0 }); !ok {
-		t.Fatalf("Services still in the table after 5s: %v", present(t, c, svcs))
+	if _, ok := waitFor(5*time.Second, func() bool { return len(onPath(t, c, svcs)) == 0 }); !ok {
+		t.Fatalf("ClusterIP entries still in the table after 5s: %v", onPath(t, c, svcs))
 	}
 }
 
@@ -287,14 +273,16 @@ func TestGuardV134(t *testing.T) {
 	waitClean(t, c, chosen134)
 	after := listTable(t, ns)
 	golden.Check(t, filepath.Join("testdata", "v1.34-guarded.golden"), []byte(after))
-	if _, added := diffLines(before, after); len(added) > 0 {
-		t.Fatalf("guarding added lines to the ruleset:\n%s", strings.Join(added, "\n"))
-	}
-	for _, keep := range []string{"default/kubernetes/", "other/demo/", "default/demo-canary/", "cluster-ips", "10.96.100.100, ", "10.96.135.185,"} {
-		if strings.Contains(before, keep) && !strings.Contains(after, keep) {
-			t.Errorf("%q disappeared", keep)
-		}
-	}
+	// The ClusterIP entry points of the chosen Services go, nothing else:
+	// their chains, affinity sets, NodePort element (default/demo's tcp .
+	// 30080) and cluster-ips elements stay byte for byte.
+	expectOnlyRemoved(t, before, after,
+		"10.96.100.100 . tcp . 80 : goto service-C642UMGT-default/demo/tcp/http,",
+		"10.96.135.185 . tcp . 5353 comment \"default/empty:5353-53\" : goto reject-chain,",
+		"10.96.20.20 . tcp . 8080 : goto service-4BJXAE53-default/sticky/tcp/web,",
+		"10.96.30.30 . tcp . 53 : goto local-2Q7NANCK-default/local/tcp/dns,",
+		"10.96.50.50 . tcp . 9000 comment \"default/remote-only:p\" : drop,",
+	)
 
 	const restores = 5
 	for i := range restores {
@@ -307,8 +295,8 @@ func TestGuardV134(t *testing.T) {
 			t.Fatalf("restore %d: ruleset after re-deletion differs from the first:\n%s", i, lineDiff(after, got))
 		}
 	}
-	// The kernel is clean when the chain deletion commits; the status
-	// follows when the same pass records it.
+	// The kernel is clean when the cut commits; the status follows when
+	// the same pass records it.
 	waitStatusClean(t, g)
 	st := g.Status()
 	if len(st.Services) != len(chosen134) {
@@ -324,8 +312,36 @@ func TestGuardV134(t *testing.T) {
 	}
 	checkHandler(t, g)
 	sticky := st.Services[slices.IndexFunc(st.Services, func(s ServiceStatus) bool { return s.Name == "sticky" })]
-	if !slices.Contains(sticky.Deleted, ObjectRef{Kind: KindSet, Name: "affinity-ZCYP4LEE-default/sticky/tcp/web__10.244.1.11/80"}) {
-		t.Errorf("sticky: affinity set not reported deleted: %v", sticky.Deleted)
+	if want := []ObjectRef{{Kind: KindElement, Name: "service-ips: 10.96.20.20 . tcp . 8080 : goto service-4BJXAE53-default/sticky/tcp/web"}}; !slices.Equal(sticky.Deleted, want) {
+		t.Errorf("sticky: deleted %v, want %v", sticky.Deleted, want)
+	}
+}
+
+// expectOnlyRemoved fails unless after is before without exactly the lines
+// removed (canonical listings: one element a line), and the "elements = {"
+// and "}" of a map left empty.
+func expectOnlyRemoved(t *testing.T, before, after string, removed ...string) {
+	t.Helper()
+	lines, added := diffLines(before, after)
+	var got []string
+	opened, closed := 0, 0
+	for _, l := range lines {
+		switch l = strings.TrimSpace(l); l {
+		case "elements = {":
+			opened++
+		case "}":
+			closed++
+		default:
+			got = append(got, l)
+		}
+	}
+	if opened != closed {
+		t.Fatalf("guarding removed %d element blocks but %d closing braces:\n%s", opened, closed, lineDiff(before, after))
+	}
+	slices.Sort(got)
+	removed = slices.Sorted(slices.Values(removed))
+	if len(added) > 0 || !slices.Equal(got, removed) {
+		t.Fatalf("guarding changed the ruleset by\n%s\nwant only these lines removed:\n%s", lineDiff(before, after), strings.Join(removed, "\n"))
 	}
 }
 
@@ -339,9 +355,7 @@ func TestGuardV137(t *testing.T) {
 	waitClean(t, c, demo)
 	after := listTable(t, ns)
 	golden.Check(t, filepath.Join("testdata", "v1.37-guarded.golden"), []byte(after))
-	if _, added := diffLines(before, after); len(added) > 0 {
-		t.Fatalf("guarding added lines:\n%s", strings.Join(added, "\n"))
-	}
+	expectOnlyRemoved(t, before, after, "10.96.100.100 . tcp . 80 : goto service-C642UMGT-default/demo/tcp/http,")
 	for i := range 3 {
 		load(t, ns, "kube-proxy-v1.37-restore.nft")
 		expectCut(t, c, demo, fmt.Sprint("restore ", i))
@@ -478,11 +492,11 @@ func TestGuardLabelRemoved(t *testing.T) {
 	settle(t, g)
 	load(t, ns, "kube-proxy-v1.34-restore.nft")
 	expectCut(t, c, rest, "restore after the label went")
-	// Through several periodic passes, and past ChainDeleteDelay.
+	// Through several periodic passes.
 	passes := g.Status().Passes
 	NewWithT(t).Consistently(func() []types.NamespacedName {
 		return onPath(t, c, []types.NamespacedName{demo})
-	}).WithTimeout(ChainDeleteDelay+500*time.Millisecond).WithPolling(10*time.Millisecond).
+	}).WithTimeout(time.Second).WithPolling(10*time.Millisecond).
 		Should(HaveLen(1), "unguarded default/demo was deleted again")
 	if _, ok := waitFor(5*time.Second, func() bool { return g.Status().Passes >= passes+2 }); !ok {
 		t.Fatalf("no periodic pass ran: %d passes", g.Status().Passes)
@@ -569,4 +583,29 @@ func sample(mfs map[string]*dto.MetricFamily, name string, labels map[string]str
 		return m.GetGauge().GetValue(), true
 	}
 	return 0, false
+}
+
+// A kube-proxy table without the cluster-ips set: the guard cannot tell a
+// ClusterIP key from an external IP one, so it cuts nothing and says why.
+func TestGuardWithoutClusterIPsSet(t *testing.T) {
+	ns := netnstest.New(t)
+	load(t, ns, "kube-proxy-v1.34.nft")
+	nft(t, ns, "flush", "chain", "ip", TableName, "cluster-ips-check")
+	nft(t, ns, "delete", "set", "ip", TableName, clusterIPsSet)
+	before := listTable(t, ns)
+	g, err := New(Options{NetNS: ns.Fd(), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	g.SetServices(chosen134)
+	if err := g.Reconcile(); !errors.Is(err, errNoClusterIPs) {
+		t.Errorf("pass: %v, want %v", err, errNoClusterIPs)
+	}
+	if got := listTable(t, ns); got != before {
+		t.Errorf("the pass changed the ruleset:\n%s", lineDiff(before, got))
+	}
+	if st := g.Status(); st.LastPassError == "" {
+		t.Errorf("status does not say why: %+v", st)
+	}
 }

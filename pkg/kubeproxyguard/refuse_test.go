@@ -41,7 +41,7 @@ func TestGuardRefusesAPIServer(t *testing.T) {
 	load(t, ns, "kube-proxy-v1.34.nft")
 	c := conn(t, ns)
 	api := contract.APIServerService
-	if got := present(t, c, []types.NamespacedName{api}); len(got) != 1 {
+	if got := onPath(t, c, []types.NamespacedName{api}); len(got) != 1 {
 		t.Fatalf("the fixture ruleset has no objects of %s", api)
 	}
 	logs := &lines{}

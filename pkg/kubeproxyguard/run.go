@@ -3,25 +3,24 @@ package kubeproxyguard
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Run guards until ctx ends: an nft monitor triggers a pass on every
-// write, and a pass also runs every Options.Resync, and when a Service's
-// chains are due for deletion.
+// write, and a pass also runs every Options.Resync, and soon after a
+// failed one.
 func (g *Guard) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); g.monitorLoop(ctx) }()
-	defer wg.Wait()
+	done := make(chan struct{})
+	go func() { defer close(done); g.monitorLoop(ctx) }()
+	defer func() { <-done }()
 
 	resync := time.NewTicker(g.o.Resync)
 	defer resync.Stop()
-	due := time.NewTimer(time.Hour)
-	defer due.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
 	backoff := 50 * time.Millisecond
 	g.trigger()
 	for {
@@ -30,48 +29,34 @@ func (g *Guard) Run(ctx context.Context) error {
 			return nil
 		case <-g.kick:
 		case <-resync.C:
-		case <-due.C:
+		case <-retry.C:
 		}
-		next, err := g.Reconcile()
-		if err != nil {
+		if err := g.Reconcile(); err != nil {
 			// Most failures are races with kube-proxy's own transactions
-			// (an element it removed, a chain it re-referenced): read again.
-			next = sooner(next, time.Now().Add(backoff))
+			// (an element it removed meanwhile): read again soon.
+			retry.Reset(backoff)
 			backoff = min(2*backoff, 2*time.Second)
 		} else {
 			backoff = 50 * time.Millisecond
 		}
-		if !next.IsZero() {
-			due.Reset(max(time.Until(next), time.Millisecond))
-		}
 	}
 }
 
-// deleteNowPoll is how often DeleteNow runs a pass: it bounds both the
-// retry after a failed pass and the wait past a Service's chain deletion
-// deadline.
+// deleteNowPoll is how often DeleteNow runs a pass: it bounds the retry
+// after a failed pass.
 const deleteNowPoll = 100 * time.Millisecond
 
-// DeleteNow cuts the chosen Services and deletes their chains, waiting
-// ChainDeleteDelay in between, and returns when every one of them is gone
-// from kube-proxy's table (or ctx ends). It is the one-shot form of Run.
+// DeleteNow cuts the chosen Services and returns when a pass finds none of
+// them on kube-proxy's ClusterIP path (or ctx ends). It is the one-shot
+// form of Run.
 func (g *Guard) DeleteNow(ctx context.Context) error {
 	var last error
 	err := wait.PollUntilContextCancel(ctx, deleteNowPoll, true, func(context.Context) (bool, error) {
-		next, err := g.Reconcile()
-		last = err
-		return err == nil && next.IsZero(), nil
+		last = g.Reconcile()
+		return last == nil, nil
 	})
 	if err != nil {
 		return errors.Join(err, last)
 	}
 	return nil
-}
-
-// sooner returns the earlier of two deadlines, a zero one meaning none.
-func sooner(a, b time.Time) time.Time {
-	if a.IsZero() || !b.IsZero() && b.Before(a) {
-		return b
-	}
-	return a
 }

@@ -12,15 +12,14 @@ import (
 // Service states in ServiceStatus.State.
 const (
 	StateUnknown = "unknown" // no pass has looked yet
-	StateOnPath  = "on-path" // kube-proxy's objects route the Service (the last cut failed)
-	StateCut     = "cut"     // elements, rules and affinity sets deleted; empty chains wait ChainDeleteDelay
-	StateClean   = "clean"   // nothing of the Service left in the table
+	StateOnPath  = "on-path" // a ClusterIP entry of the Service is in the table (the last cut failed)
+	StateClean   = "clean"   // no ClusterIP entry of the Service left in the table
 )
 
 // ObjectRef names one kube-proxy object. Elements are named as nft prints
 // them, prefixed by their map: "service-ips: 10.96.100.100 . tcp . 80 : goto service-…".
 type ObjectRef struct {
-	Kind string `json:"kind"` // element, chain, set
+	Kind string `json:"kind"` // element (the only kind the guard deletes)
 	Name string `json:"name"`
 }
 
@@ -58,9 +57,11 @@ type ServiceStatus struct {
 	Name         string    `json:"name"`
 	GuardedSince time.Time `json:"guardedSince"`
 	State        string    `json:"state"`
-	// Remaining: what the last pass found in the table (empty when clean).
+	// Remaining: the ClusterIP entries the last pass failed to delete
+	// (empty when clean).
 	Remaining []ObjectRef `json:"remaining"`
-	// Deleted: every object the guard has deleted for this Service, once each.
+	// Deleted: every ClusterIP entry the guard has deleted for this
+	// Service, once each.
 	Deleted []ObjectRef `json:"deleted"`
 	// Deletions counts cut transactions; Redeletions those after the guard
 	// had seen the Service off kube-proxy's path (kube-proxy restored it).

@@ -3,7 +3,7 @@ package kubeproxyguard
 import (
 	"errors"
 	"fmt"
-	"slices"
+	"net/netip"
 	"sort"
 
 	"github.com/google/nftables"
@@ -14,65 +14,46 @@ import (
 // TableName is kube-proxy's table (family ip). The guard touches no other.
 const TableName = "kube-proxy"
 
-// The verdict maps whose elements belong to one Service port each. The
-// cluster-ips set is deliberately absent: its element keeps the
-// cluster-ips-check REJECT for an un-intercepted connection to the VIP.
-var elementMaps = []string{"service-ips", "no-endpoint-services", "firewall-ips", "service-nodeports", "no-endpoint-nodeports"}
-
-// Object kinds in Status.
+// The verdict maps that hold a Service port's ClusterIP entry points, keyed
+// "ClusterIP . proto . port": service-ips (the Service has endpoints usable
+// by ClusterIP traffic: goto its service- or local- chain) and
+// no-endpoint-services (it has none: reject or drop). kube-proxy keys the
+// external IP and load-balancer IP entry points in the same two maps; they
+// and every other map (service-nodeports, no-endpoint-nodeports,
+// firewall-ips) are kube-proxy's NodePort and external path and stay.
 const (
-	KindElement = "element"
-	KindChain   = "chain"
-	KindSet     = "set"
+	serviceIPsMap         = "service-ips"
+	noEndpointServicesMap = "no-endpoint-services"
 )
 
-// element is one verdict-map element that belongs to a Service.
+// clusterIPsSet is kube-proxy's set of every active ClusterIP (and nothing
+// else): what tells a ClusterIP key of the two maps from an external or
+// load-balancer IP one, without the Service object. The guard only reads
+// it; its element keeps kube-proxy's cluster-ips-check REJECT for an
+// un-intercepted connection to the VIP.
+const clusterIPsSet = "cluster-ips"
+
+// KindElement is the kind of every object in Status: the guard deletes map
+// elements only.
+const KindElement = "element"
+
+// element is one map element that is a Service port's ClusterIP entry
+// point.
 type element struct {
 	Map  *nftables.Set
 	Elem nftables.SetElement
 	Desc string // "service-ips: 10.96.100.100 . tcp . 80 : goto service-…"
 }
 
-type chain struct {
-	Name  string
-	Rules int
-}
-
-// objects is what the kube-proxy table holds for one Service.
+// objects is what the kube-proxy table holds of one Service on the
+// ClusterIP path: its entry points, one per port (and per ClusterIP).
 type objects struct {
 	Elements []element
-	Chains   []chain
-	Sets     []string
 }
 
-// needsCut reports whether the Service is still (or again) on kube-proxy's
-// packet path: an element, a rule or an affinity set left.
-func (o *objects) needsCut() bool {
-	if len(o.Elements) > 0 || len(o.Sets) > 0 {
-		return true
-	}
-	for _, c := range o.Chains {
-		if c.Rules > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// cutOps is the number of operations cutting the Service takes.
-func (o *objects) cutOps() int {
-	n := len(o.Elements) + len(o.Sets)
-	for _, c := range o.Chains {
-		if c.Rules > 0 {
-			n++
-		}
-	}
-	return n
-}
-
-func (o *objects) empty() bool {
-	return len(o.Elements) == 0 && len(o.Chains) == 0 && len(o.Sets) == 0
-}
+// onPath reports whether kube-proxy still (or again) routes or rejects the
+// Service's ClusterIP traffic.
+func (o *objects) onPath() bool { return len(o.Elements) > 0 }
 
 // names lists the objects for status and logs.
 func (o *objects) names() []ObjectRef {
@@ -80,22 +61,20 @@ func (o *objects) names() []ObjectRef {
 	for _, e := range o.Elements {
 		r = append(r, ObjectRef{Kind: KindElement, Name: e.Desc})
 	}
-	for _, c := range o.Chains {
-		r = append(r, ObjectRef{Kind: KindChain, Name: c.Name})
-	}
-	for _, s := range o.Sets {
-		r = append(r, ObjectRef{Kind: KindSet, Name: s})
-	}
 	return r
 }
 
-// table is a read-only view of kube-proxy's table, grouped by Service.
+// table is a read-only view of kube-proxy's table: the ClusterIP entry
+// points, grouped by Service.
 type table struct {
 	t        *nftables.Table
 	services map[types.NamespacedName]*objects
 }
 
-var errNoTable = errors.New("table ip " + TableName + " not found")
+var (
+	errNoTable      = errors.New("table ip " + TableName + " not found")
+	errNoClusterIPs = errors.New("table ip " + TableName + " has no set " + clusterIPsSet + " to tell ClusterIPs from external IPs")
+)
 
 // read reads the table for a pass (see readTable); errNoTable is returned
 // as is: no table is nothing to guard, not a failure.
@@ -108,9 +87,11 @@ func (g *Guard) read(want map[types.NamespacedName]bool) (*table, error) {
 	return tb, err
 }
 
-// readTable reads what the table holds for the Services in want (all
-// Services when want is nil). It dumps the rules only of the chains of
-// wanted Services.
+// readTable reads the ClusterIP entry points of the Services in want (all
+// Services when want is nil). A table without the cluster-ips set is an
+// error (errNoClusterIPs): without it the guard cannot tell a ClusterIP
+// from an external IP, and cuts nothing rather than a Service's external
+// path.
 func readTable(c *nftables.Conn, want map[types.NamespacedName]bool) (*table, error) {
 	t, err := c.ListTableOfFamily(TableName, nftables.TableFamilyIPv4)
 	if err != nil {
@@ -119,82 +100,99 @@ func readTable(c *nftables.Conn, want map[types.NamespacedName]bool) (*table, er
 		}
 		return nil, fmt.Errorf("get table ip %s: %w", TableName, err)
 	}
-	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
-	if err != nil {
-		return nil, fmt.Errorf("list chains: %w", err)
-	}
 	sets, err := c.GetSets(t)
 	if err != nil {
 		return nil, fmt.Errorf("list sets of table ip %s: %w", TableName, err)
 	}
 	tb := &table{t: t, services: map[types.NamespacedName]*objects{}}
-	get := func(n types.NamespacedName) *objects {
-		if want != nil && !want[n] {
-			return nil
-		}
-		o := tb.services[n]
-		if o == nil {
-			o = &objects{}
-			tb.services[n] = o
-		}
-		return o
+	byName := map[string]*nftables.Set{}
+	for _, s := range sets {
+		byName[s.Name] = s
+	}
+	if byName[clusterIPsSet] == nil {
+		return nil, errNoClusterIPs
 	}
 
-	for _, s := range sets {
-		if n, ok := parseSetName(s.Name); ok {
-			if o := get(n.Service); o != nil {
-				o.Sets = append(o.Sets, s.Name)
-			}
+	// The maps are read before cluster-ips: kube-proxy adds a ClusterIP to
+	// cluster-ips in the transaction that adds its map elements (or an
+	// earlier one), so every ClusterIP element read here has its IP in the
+	// set read after. The other order could miss a Service created between
+	// the two reads until the next pass.
+	type candidate struct {
+		svc types.NamespacedName
+		ip  netip.Addr
+		el  element
+	}
+	var cands []candidate
+	for _, name := range []string{serviceIPsMap, noEndpointServicesMap} {
+		m := byName[name]
+		if m == nil {
 			continue
 		}
-		if !slices.Contains(elementMaps, s.Name) {
-			continue
-		}
-		elems, err := c.GetSetElements(s)
+		elems, err := c.GetSetElements(m)
 		if err != nil {
-			return nil, fmt.Errorf("list elements of map %s: %w", s.Name, err)
+			return nil, fmt.Errorf("list elements of map %s: %w", name, err)
 		}
 		for _, e := range elems {
-			svc, desc, ok := elementOwner(s.Name, e)
+			svc, desc, ok := elementOwner(name, e)
+			if !ok || want != nil && !want[svc] {
+				continue
+			}
+			if name == serviceIPsMap && !internalVerdict(e) {
+				// goto external-/firewall-: an external or load-balancer
+				// IP's entry, even keyed by an address that is some
+				// Service's ClusterIP.
+				continue
+			}
+			ip, ok := keyIP(e.Key)
 			if !ok {
 				continue
 			}
-			if o := get(svc); o != nil {
-				o.Elements = append(o.Elements, element{Map: s, Elem: e, Desc: desc})
-			}
+			cands = append(cands, candidate{svc: svc, ip: ip, el: element{Map: m, Elem: e, Desc: desc}})
 		}
 	}
-
-	for _, ch := range chains {
-		if ch.Table == nil || ch.Table.Name != TableName {
-			continue
+	if len(cands) == 0 {
+		return tb, nil
+	}
+	clusterIPs, err := setIPs(c, byName[clusterIPsSet])
+	if err != nil {
+		return nil, err
+	}
+	for _, cd := range cands {
+		if !clusterIPs[cd.ip] {
+			continue // an external or load-balancer IP: kube-proxy's external path
 		}
-		n, ok := parseChainName(ch.Name)
-		if !ok {
-			continue
-		}
-		o := get(n.Service)
+		o := tb.services[cd.svc]
 		if o == nil {
-			continue
+			o = &objects{}
+			tb.services[cd.svc] = o
 		}
-		rules, err := c.GetRules(t, ch)
-		if err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue // deleted since the chain dump
-			}
-			return nil, fmt.Errorf("list rules of chain %s: %w", ch.Name, err)
-		}
-		o.Chains = append(o.Chains, chain{Name: ch.Name, Rules: len(rules)})
+		o.Elements = append(o.Elements, cd.el)
 	}
 	return tb, nil
 }
 
-// needingCut lists, sorted, the Services still (or again) on kube-proxy's
-// path.
-func (tb *table) needingCut() []types.NamespacedName {
+// setIPs reads an ipv4_addr set.
+func setIPs(c *nftables.Conn, s *nftables.Set) (map[netip.Addr]bool, error) {
+	elems, err := c.GetSetElements(s)
+	if err != nil {
+		return nil, fmt.Errorf("list elements of set %s: %w", s.Name, err)
+	}
+	ips := map[netip.Addr]bool{}
+	for _, e := range elems {
+		if len(e.Key) == 4 {
+			ips[netip.AddrFrom4([4]byte(e.Key))] = true
+		}
+	}
+	return ips, nil
+}
+
+// onPathServices lists, sorted, the Services kube-proxy still (or again)
+// routes by ClusterIP.
+func (tb *table) onPathServices() []types.NamespacedName {
 	var r []types.NamespacedName
 	for svc, o := range tb.services {
-		if o.needsCut() {
+		if o.onPath() {
 			r = append(r, svc)
 		}
 	}

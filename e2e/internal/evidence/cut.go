@@ -10,21 +10,22 @@ import (
 )
 
 // Cut is what kube-proxy held of one cut Service around a run. "Cut" means
-// the guard has deleted kube-proxy's objects of it on every node; a run
-// during which kube-proxy restored them measured kube-proxy, not the leg.
+// the guard has deleted kube-proxy's ClusterIP entries of it on every node
+// (its NodePort path stays kube-proxy's); a run during which kube-proxy
+// restored them measured kube-proxy, not the leg.
 type Cut struct {
 	// Service is namespace/name.
 	Service string `json:"service"`
-	// Before and After are the Service's objects that route its traffic
-	// (map elements, affinity sets, chains with rules) in each node's
+	// Before and After are the Service's ClusterIP entries (service-ips and
+	// no-endpoint-services elements keyed by its ClusterIP) in each node's
 	// `nft list table ip kube-proxy` right before and right after the run;
 	// a reading that finds some is repeated for up to RestoreTolerance.
 	Before map[string]int `json:"before"`
 	After  map[string]int `json:"after"`
 	// Redeletions are the guard's re-deletions of the Service per node
 	// during the run: each one is kube-proxy having restored it in between
-	// (kube-proxy rewrites its objects on its syncs; the guard cuts them
-	// again).
+	// (kube-proxy rewrites its entries on its full syncs; the guard cuts
+	// them again).
 	Redeletions map[string]int `json:"redeletions,omitempty"`
 	// SlowestRedeletion is, per node with re-deletions, an upper bound in
 	// seconds of the slowest re-deletion the guard made there during the
@@ -39,7 +40,7 @@ type Cut struct {
 
 // RestoreTolerance is how long a restore by kube-proxy may stand before the
 // guard cuts it again without the run losing its premise. kube-proxy
-// rewrites its objects on its syncs, and the guard, watching nftables,
+// rewrites its entries on its full syncs, and the guard, watching nftables,
 // cuts them again within milliseconds: that is the guard working, and it
 // cannot make a run pass falsely (a green connection goes to an endpoint,
 // never to the VIP; a red one that met a restored rule would be answered,
@@ -48,7 +49,7 @@ type Cut struct {
 const RestoreTolerance = time.Second
 
 // Held reports whether the Service stayed cut through the run, or says
-// what broke it: kube-proxy objects of it before or after the run, or a
+// what broke it: kube-proxy ClusterIP entries of it before or after the run, or a
 // restore in between that the guard took RestoreTolerance or more to undo.
 func (c Cut) Held() (bool, string) {
 	var broke []string
@@ -58,7 +59,7 @@ func (c Cut) Held() (bool, string) {
 	}{{"before", c.Before}, {"after", c.After}} {
 		for _, n := range slices.Sorted(maps.Keys(when.objs)) {
 			if k := when.objs[n]; k > 0 {
-				broke = append(broke, fmt.Sprintf("%d kube-proxy objects routing it on %s %s the run", k, n, when.what))
+				broke = append(broke, fmt.Sprintf("%d kube-proxy ClusterIP entries of it on %s %s the run", k, n, when.what))
 			}
 		}
 	}

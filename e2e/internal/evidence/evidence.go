@@ -60,8 +60,8 @@ type Run struct {
 	// (the node proxy's stats, the agent's refusals, its refusal log) and
 	// what red and green require of each (ApplyChecks).
 	Checks []Check `json:"checks,omitempty"`
-	// Cuts are, per cut Service the leg dials, kube-proxy's objects of it on
-	// every node before and after the run (CutHeld).
+	// Cuts are, per cut Service the leg dials, kube-proxy's ClusterIP
+	// entries of it on every node before and after the run (CutHeld).
 	Cuts []Cut `json:"cuts,omitempty"`
 	// Refusals are records of the agent's refusal log: one per refused
 	// target the leg declares, the first the agent logged in the run.

@@ -75,8 +75,8 @@ func TestCutHeld(t *testing.T) {
 		why  string
 	}{
 		{"cut before and after", Cut{Service: "l/s", Before: map[string]int{"a": 0, "b": 0}, After: map[string]int{"a": 0, "b": 0}}, true, ""},
-		{"objects after", Cut{Service: "l/s", Before: map[string]int{"a": 0}, After: map[string]int{"a": 4}}, false, "4 kube-proxy objects routing it on a after the run"},
-		{"objects before", Cut{Service: "l/s", Before: map[string]int{"b": 2}, After: map[string]int{"b": 0}}, false, "2 kube-proxy objects routing it on b before the run"},
+		{"objects after", Cut{Service: "l/s", Before: map[string]int{"a": 0}, After: map[string]int{"a": 4}}, false, "4 kube-proxy ClusterIP entries of it on a after the run"},
+		{"objects before", Cut{Service: "l/s", Before: map[string]int{"b": 2}, After: map[string]int{"b": 0}}, false, "2 kube-proxy ClusterIP entries of it on b before the run"},
 		// kube-proxy's syncs rewrite its objects and the guard cuts them
 		// again within milliseconds: the guard working, the cut held.
 		{"restored by a sync, re-cut at once", Cut{Service: "l/s", Before: map[string]int{"a": 0}, After: map[string]int{"a": 0},
@@ -92,7 +92,7 @@ func TestCutHeld(t *testing.T) {
 		// reach-after-resync restarts kube-proxy on purpose.
 		{"expected restore", Cut{Service: "l/s", Before: map[string]int{"a": 0}, After: map[string]int{"a": 0}, Redeletions: map[string]int{"a": 1}, RestoreExpected: true}, true, ""},
 		{"expected restore, not re-cut", Cut{Service: "l/s", Before: map[string]int{"a": 0}, After: map[string]int{"a": 3}, Redeletions: map[string]int{"a": 1}, RestoreExpected: true},
-			false, "3 kube-proxy objects routing it on a after the run"},
+			false, "3 kube-proxy ClusterIP entries of it on a after the run"},
 	}
 	for _, c := range cases {
 		held, why := c.cut.Held()

@@ -20,11 +20,11 @@ import (
 )
 
 // cutState is kube-proxy's hold on the cut Services a leg dials at one
-// moment: per Service (namespace/name), its objects that route traffic in
-// each node's `nft list table ip kube-proxy` (guard.KubeProxyOnPath: the
-// kernel's answer) and the guard's re-deletion count of it on each node
-// (the guard's record of every restore it undid, also between two
-// readings).
+// moment: per Service (namespace/name), its ClusterIP entries in each
+// node's `nft list table ip kube-proxy` (guard.KubeProxyOnPath: the
+// kernel's answer; its chains and NodePort elements stay on purpose and are
+// not counted) and the guard's re-deletion count of it on each node (the
+// guard's record of every restore it undid, also between two readings).
 type cutState struct {
 	objects, redeletions map[string]map[string]int
 	restoreExpected      map[string]bool
@@ -126,10 +126,10 @@ func readCut(ctx context.Context, c *cluster.Cluster, dialled []Dialled) (cutSta
 	return st, nil
 }
 
-// onPathSettled counts, per Service, its objects on kube-proxy's path in
-// node's table. A reading that finds some is repeated until none are left
-// or evidence.RestoreTolerance has passed: kube-proxy rewrites its objects
-// on each sync and the guard cuts them again within milliseconds, so a
+// onPathSettled counts, per Service, its ClusterIP entries in node's
+// table. A reading that finds some is repeated until none are left or
+// evidence.RestoreTolerance has passed: kube-proxy rewrites them on its
+// full syncs and the guard cuts them again within milliseconds, so a
 // reading can land between the two; only a restore the guard does not undo
 // in time counts.
 func onPathSettled(ctx context.Context, c *cluster.Cluster, node string, svcs []*corev1.Service) (map[string]int, error) {
@@ -156,8 +156,8 @@ func onPathSettled(ctx context.Context, c *cluster.Cluster, node string, svcs []
 	}
 }
 
-// cuts is the run's record of each cut Service: objects before (st) and
-// after, and the guard's re-deletions in between.
+// cuts is the run's record of each cut Service: ClusterIP entries before
+// (st) and after, and the guard's re-deletions in between.
 func (st cutState) cuts(after cutState, dialled []Dialled) []evidence.Cut {
 	var out []evidence.Cut
 	for _, k := range serviceKeys(dialled) {

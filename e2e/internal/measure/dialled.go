@@ -13,7 +13,8 @@ import (
 // Dialled is one target a leg dials, declared for the evidence the suite
 // gathers around each run (e2e/doc.go, "Evidence"): per client node the
 // node proxy's counters for it, the agent's refusals of it, and, for a cut
-// Service, kube-proxy's objects of it on every node before and after.
+// Service, kube-proxy's ClusterIP entries of it on every node before and
+// after.
 type Dialled struct {
 	// To is the address dialled, host:port, spelled as the leg dials it
 	// (workload.Addr): results are matched to it by echo.Result To.

@@ -74,7 +74,7 @@ func cutText(r *evidence.Run) string {
 			restores = append(restores, s)
 		}
 	}
-	out := fmt.Sprintf("✓ %s: no kube-proxy object on any of %d nodes before or after the run", strings.Join(svcs, ", "), nodes)
+	out := fmt.Sprintf("✓ %s: no kube-proxy ClusterIP entry on any of %d nodes before or after the run", strings.Join(svcs, ", "), nodes)
 	if len(restores) > 0 {
 		out += "; " + strings.Join(restores, "; ")
 	}

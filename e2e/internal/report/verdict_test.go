@@ -175,15 +175,15 @@ func TestRunEvidenceText(t *testing.T) {
 	if got := legCut(&evidence.Run{}, nil); got != "—" {
 		t.Errorf("legCut without cut Services = %q", got)
 	}
-	if got := cutText(red); !strings.HasPrefix(got, "✗ kube-proxy held legs/itp: 2 kube-proxy objects routing it on w1 after the run") {
+	if got := cutText(red); !strings.HasPrefix(got, "✗ kube-proxy held legs/itp: 2 kube-proxy ClusterIP entries of it on w1 after the run") {
 		t.Errorf("cutText(red) = %q", got)
 	}
-	if got := cutText(green); got != "✓ legs/itp: no kube-proxy object on any of 2 nodes before or after the run" {
+	if got := cutText(green); got != "✓ legs/itp: no kube-proxy ClusterIP entry on any of 2 nodes before or after the run" {
 		t.Errorf("cutText(green) = %q", got)
 	}
 	synced := &evidence.Run{Cuts: []evidence.Cut{held}}
 	synced.Cuts[0].Redeletions, synced.Cuts[0].SlowestRedeletion = map[string]int{"w1": 1}, map[string]float64{"w1": 0.002}
-	if got := cutText(synced); got != "✓ legs/itp: no kube-proxy object on any of 2 nodes before or after the run; "+
+	if got := cutText(synced); got != "✓ legs/itp: no kube-proxy ClusterIP entry on any of 2 nodes before or after the run; "+
 		"kube-proxy's syncs restored legs/itp 1× on w1 (re-cut within 2ms) and the guard cut it again" {
 		t.Errorf("cutText(synced) = %q", got)
 	}

@@ -57,7 +57,7 @@ func main() {
 	flag.StringVar(&o.artifacts, "artifacts", "_artifacts/peer", "report directory (one subdirectory per phase)")
 	flag.StringVar(&o.docsLink, "docs-link", "../../docs/peer.md", "docs/peer.md as the report links it from the artifacts directory")
 	flag.StringVar(&o.enroll.Selector, "selector", "e2e-framework in (services,traffic-distribution)", "namespace selector enrolling the e2e framework's namespaces (it labels them e2e-framework=<baseName>)")
-	flag.StringVar(&o.enroll.Cut, "cut", enroll.CutLabel, "who cuts the enrolled namespaces' Services: guard (its namespace-selector flag) or label (this runner labels them)")
+	flag.StringVar(&o.enroll.Cut, "cut", enroll.CutGuard, "who cuts the enrolled namespaces' Services: guard (its namespace-selector flag) or label (this runner labels them)")
 	flag.StringVar(&o.enroll.GuardFlag, "guard-flag", "namespace-selector", "the guard's namespace-selector flag (-cut=guard)")
 	flag.StringVar(&o.enroll.Proxy, "proxy", manifests.ProxyBuiltin, "node proxy: builtin or envoy")
 	flag.StringVar(&o.enroll.EnvoyImage, "envoy-image", "", "Envoy image for -proxy=envoy (default: fixtures/envoy's)")

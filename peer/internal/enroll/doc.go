@@ -2,8 +2,9 @@
 // takes them out again: the node DaemonSet with svclb-cni (fixtures/agent,
 // fixtures/manifests), the agent's namespace selector matching the namespaces
 // the e2e framework creates (it labels each e2e-framework=<baseName>), and
-// every Service in them cut from kube-proxy — by the guard's namespace
-// selector, or, while the guard has no such mode, by labelling each Service
+// every Service in them cut from kube-proxy's ClusterIP path (their
+// NodePorts stay kube-proxy's) — by the guard's namespace selector (the
+// runner's default), or by labelling each Service
 // svclb.dev/kube-proxy=deleted as it appears (Labeler).
 //
 // Restore puts back what Enroll found: the agent ConfigMap's keys, the node

@@ -168,10 +168,9 @@ func deployNode(ctx context.Context, c *cluster.Cluster, o Options, cni *manifes
 }
 
 // deployGuard applies the suite's guard (guard.Defaults) with extra arguments
-// and waits for it. The namespace selector is passed as an argument, not as
-// guard.Options.NamespaceSelector, so that this builds before that field
-// exists; a second --namespace-selector overrides the Defaults' (the flag
-// package keeps the last).
+// and waits for it. The namespace selector is passed as an argument (the
+// flag GuardFlag names): a second --namespace-selector overrides the
+// Defaults' (the flag package keeps the last).
 func deployGuard(ctx context.Context, c *cluster.Cluster, args ...string) error {
 	g := guard.Defaults()
 	g.ImagePullPolicy = corev1.PullNever // kind-loaded, never pulled

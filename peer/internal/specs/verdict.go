@@ -26,15 +26,10 @@ var (
 	RefusalAfterAccept = Deviation{Anchor: "a-refusal-is-close-after-accept-not-econnrefused", Title: "a refusal is close after accept, not ECONNREFUSED"}
 )
 
-// NodePortsCut is a known cause of FAIL outside the agent (docs/peer.md,
-// "Open failures"): it is named in the row; the verdict stays FAIL.
-var NodePortsCut = Deviation{Anchor: "nodeports-are-cut-with-their-service", Title: "the guard cuts the Service's NodePorts, which the proposal leaves to kube-proxy"}
-
-// Causes maps a set entry to the known cause of its failure.
-var Causes = map[string]Deviation{
-	"Services should fallback to terminating endpoints when there are no ready endpoints with externallTrafficPolicy=Cluster":    NodePortsCut,
-	"Services should fallback to local terminating endpoints when there are no ready endpoints with externalTrafficPolicy=Local": NodePortsCut,
-}
+// Causes maps a set entry to the known cause of its failure outside the
+// agent (docs/peer.md, "Open failures"): it is named in the row; the
+// verdict stays FAIL. None is open.
+var Causes = map[string]Deviation{}
 
 // Deviations maps a set entry (peer/focus.txt) to the deviation it may show.
 // Only the entry named here may fail green as EXPECTED DEVIATION; any other

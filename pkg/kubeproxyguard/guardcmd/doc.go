@@ -7,9 +7,10 @@
 //	    svclb-cni enrolls) also every Service of the matching namespaces,
 //	    never default/kubernetes.
 //	svclb-guard list   [--json]
-//	    print the Services that have objects in table ip kube-proxy.
+//	    print the Services that have ClusterIP entries in table ip kube-proxy.
 //	svclb-guard delete [--timeout 30s] NS/NAME...
-//	    delete those Services' kube-proxy objects once and exit.
+//	    delete those Services' kube-proxy ClusterIP entries once and exit
+//	    (their NodePort and external-IP entries stay).
 //	svclb-guard watch  [--listen ADDR] [--resync 1s] NS/NAME...
 //	    keep deleting them until interrupted, without an apiserver.
 //

@@ -32,8 +32,8 @@ var usage = `usage: svclb-guard <command> [flags]
 commands:
   run     guard the Services labelled ` + kubeproxyguard.Selector.String() + ` (DaemonSet mode; node name from NODE_NAME),
           and with -namespace-selector every Service of the namespaces it matches
-  list    print the Services that have objects in table ip kube-proxy
-  delete  NS/NAME...  delete their kube-proxy objects once
+  list    print the Services that have ClusterIP entries in table ip kube-proxy
+  delete  NS/NAME...  delete their kube-proxy ClusterIP entries once
   watch   NS/NAME...  keep deleting them until interrupted (no apiserver)
 
 Run "svclb-guard <command> -h" for a command's flags.
@@ -262,7 +262,7 @@ func deleteCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer cancel()
 	err = g.DeleteNow(ctx)
 	for _, s := range g.Status().Services {
-		fmt.Fprintf(stdout, "%s/%s: %s, %d object(s) deleted\n", s.Namespace, s.Name, s.State, len(s.Deleted))
+		fmt.Fprintf(stdout, "%s/%s: %s, %d ClusterIP entries deleted\n", s.Namespace, s.Name, s.State, len(s.Deleted))
 		for _, o := range s.Deleted {
 			fmt.Fprintf(stdout, "  %-7s  %s\n", o.Kind, o.Name)
 		}
