@@ -138,14 +138,23 @@ func (u *untilReply) firstReply() (first, prev *echo.Timed) {
 	return nil, nil
 }
 
-// describe says when the first reply came, relative to created (ms < 0:
-// none).
+// describe says when the first reply came, relative to created: the start
+// of the attempt that got it, or the reply itself for an attempt started
+// before the creation (ms < 0: none; a reply never precedes the creation).
 func (u *untilReply) describe(created time.Time, path string) (string, float64) {
 	first, prev := u.firstReply()
 	if first == nil {
 		return fmt.Sprintf("%s: no reply in %d attempts over %s", path, len(u.rs), newServiceWithin), -1
 	}
 	ms := float64(first.Start.Sub(created).Microseconds()) / 1000
+	if first.Start.Before(created) {
+		// In flight at the creation: a SYN to an address nothing served yet
+		// was retransmitted once the Service was programmed. Its start says
+		// nothing; its reply is when the Service answered.
+		ms += first.Millis
+		return fmt.Sprintf("%s: first reply %.0f ms after the Service's creation, to an attempt started %.0f ms before it (a retransmitted SYN)",
+			path, ms, -float64(first.Start.Sub(created).Microseconds())/1000), ms
+	}
 	s := fmt.Sprintf("%s: first reply from the attempt started %.0f ms after the Service's creation", path, ms)
 	switch {
 	case prev != nil && !prev.Start.Before(created):
