@@ -57,6 +57,12 @@ func alsAgent(t *testing.T, mut listenerMut, eps ...netip.AddrPort) (*agent, net
 	return a, lis
 }
 
+func (a *agent) ackCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.acks
+}
+
 func (a *agent) messages() []*alsv3.StreamAccessLogsMessage {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -150,5 +156,35 @@ func TestALSUpstreamCluster(t *testing.T) {
 	a.set(t, "3", alsResources(lis, logAll))
 	if cp := entry("UH"); cp.GetUpstreamCluster() != "" || cp.GetUpstreamRemoteAddress() != nil {
 		t.Fatalf("UH: upstream_cluster %q, upstream_remote_address %v, want none", cp.GetUpstreamCluster(), cp.GetUpstreamRemoteAddress())
+	}
+}
+
+// TestALSAfterAgentRestart: the first batch after the agent restarted
+// reaches the new agent. The old stream is dropped when the agent closes it
+// (Envoy's LocalStream::onRemoteClose), not discovered dead by the next
+// send, which would lose that batch.
+func TestALSAfterAgentRestart(t *testing.T) {
+	live := echoServer(t, "e")
+	logAll := withAccessLog(func(al *accesslogv3.AccessLog, cfg *grpcalsv3.TcpGrpcAccessLogConfig) {
+		al.Filter = nil
+		cfg.CommonConfig.BufferSizeBytes = wrapperspb.UInt32(0)
+	})
+	a, lis := alsAgent(t, logAll, live)
+	greet(t, lis)
+	adstest.Eventually(t, "the entry before the restart", func() bool { return len(a.messages()) == 1 })
+	acks := a.ackCount()
+	a.srv.Stop()
+	a.start(t)
+	// The proxy's ADS stream saw the restart when it has come back and
+	// ACKed again; its access log stream ended in the same transport close.
+	adstest.Eventually(t, "the proxy back on the new agent", func() bool { return a.ackCount() > acks })
+	// The proxy kept its config while the agent was away; one connection,
+	// one entry, one message: the one that used to be lost.
+	if got := greet(t, lis); got == "" {
+		t.Fatal("no reply while the agent restarted")
+	}
+	adstest.Eventually(t, "the entry after the restart", func() bool { return len(a.messages()) == 2 })
+	if id := a.messages()[1].GetIdentifier(); id.GetLogName() != contract.RefusalLogName {
+		t.Fatalf("first message of the new stream without the identifier: %v", id)
 	}
 }
