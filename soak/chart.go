@@ -117,6 +117,13 @@ func clientChart(r *Record, c Client) *Chart {
 	}
 	ch := &Chart{W: chartW, H: bottom + 22}
 	a.shade(ch, r.Windows, top, bottom, true)
+	if r.Verdict != nil {
+		for _, sp := range r.Verdict.Stalls {
+			x1, x2 := a.x(sp.Start), a.x(sp.End)
+			ch.Rects = append(ch.Rects, Rect{X: x1, Y: top, W: max(2, x2-x1), H: bottom - top, Color: "#6e7781", Opacity: 0.35,
+				Title: fmt.Sprintf("machine stall %s → %s (%.1f s)", sp.Start.Format("15:04:05.0"), sp.End.Format("15:04:05.0"), sp.End.Sub(sp.Start).Seconds())})
+		}
+	}
 	y := func(v int) int { return bottom - v*h/maxOK }
 	pts := ""
 	for s := a.start.Unix(); s <= r.LoadEnd.Unix(); s++ {

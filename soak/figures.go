@@ -200,9 +200,9 @@ const (
 	// goroutineSlack: the agent's goroutines belong to informers and
 	// streams, not to connections.
 	goroutineSlack = 50
-	// fdSlack: the load's long-lived connections are reopened after every
-	// cut, so the count at the end is the one at the start; short ones in
-	// flight at one instant are a handful.
+	// fdSlack: fds not held by an open proxied connection are listeners,
+	// streams and connections being opened or closed at the instant of the
+	// sample: the same at both ends of a run, give or take a handful.
 	fdSlack = 32
 	// settle and span: a process's baseline is the median of its samples
 	// from settle after it first appears to settle+span, its end the
@@ -256,14 +256,22 @@ func GrowthOf(samples []Sample) []Growth {
 		}{
 			{"rss MiB", func(p Proc) float64 { return float64(p.RSS) / (1 << 20) }, func(b float64) float64 { return 2*b + rssSlack/(1<<20) },
 				"2 × baseline + 16 MiB (GOGC=100 heap growth and lazy return of freed pages)"},
-			{"fds", func(p Proc) float64 { return float64(p.FDs) }, func(b float64) float64 { return b + fdSlack },
-				"baseline + 32 (the load's connections are the same at both ends)"},
+			{"fds", func(p Proc) float64 { return float64(p.FDs) }, nil, "reported; bounded net of open connections (next line) for the proxy"},
+			{"fds net of open connections", func(p Proc) float64 { return float64(p.FDs - 2*p.Upstreams) }, func(b float64) float64 { return b + fdSlack },
+				"baseline + 32: fds less two per open upstream connection (it and its downstream); what remains is listeners, the xDS stream and connections being opened or closed"},
 			{"goroutines", func(p Proc) float64 { return float64(p.Goroutines) }, func(b float64) float64 { return b + goroutineSlack },
 				"baseline + 50 (informers and streams, not connections)"},
 			{"threads", func(p Proc) float64 { return float64(p.Threads) }, nil, "not bounded: Go never ends idle threads"},
 		} {
 			if k.proc == "proxy" && m.name == "goroutines" {
 				continue
+			}
+			if k.proc == "agent" && m.name == "fds net of open connections" {
+				continue
+			}
+			bound := m.bound
+			if k.proc == "agent" && m.name == "fds" {
+				bound = func(b float64) float64 { return b + fdSlack }
 			}
 			var base, end []float64
 			mx := 0.0
@@ -281,9 +289,12 @@ func GrowthOf(samples []Sample) []Growth {
 				continue
 			}
 			g := Growth{Node: k.node, Proc: k.proc, Metric: m.name, PID: k.pid, Baseline: Percentile(base, 50), End: Percentile(end, 50), Max: mx, OK: true, Why: m.why}
-			if m.bound != nil {
-				g.Bound = m.bound(g.Baseline)
+			if bound != nil {
+				g.Bound = bound(g.Baseline)
 				g.OK = g.End <= g.Bound
+				if k.proc == "agent" && m.name == "fds" {
+					g.Why = "baseline + 32 (the agent's fds are its streams and watches, not connections)"
+				}
 			}
 			out = append(out, g)
 		}

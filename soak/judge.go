@@ -28,7 +28,24 @@ type Verdict struct {
 	Failed   int           `json:"failed"`
 	Totals   []ClientTotal `json:"totals"`
 	Long     LongTotal     `json:"long"`
+	// Stalls are the moments a load client's own clock lagged ≥ 1 s, merged
+	// over every client: the machine could not run it.
+	Stalls []Span `json:"stalls,omitempty"`
 }
+
+// Span is an interval of time.
+type Span struct {
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+}
+
+// StallWindow names the stalls in attributions.
+const StallWindow = "machine stall"
+
+// maxStallShare is the part of the judged load the machine may stall
+// before the run says nothing: past it, the load it measured was not the
+// one asked for.
+const maxStallShare = 0.10
 
 // ClientTotal is one client's count of attempts.
 type ClientTotal struct {
@@ -80,7 +97,7 @@ type Impact struct {
 // changed, no client may restart or fall behind, and every figure with a
 // bound must keep it.
 func Judge(r *Record) *Verdict {
-	v := &Verdict{}
+	v := &Verdict{Stalls: stalls(r)}
 	fail := func(format string, args ...any) { v.Reasons = append(v.Reasons, fmt.Sprintf(format, args...)) }
 	for _, w := range r.Windows {
 		v.Impacts = append(v.Impacts, Impact{Window: w.Name, Kind: w.Kind, Seconds: w.End.Sub(w.Start).Seconds(), Notes: w.Notes, Error: w.Error})
@@ -117,8 +134,7 @@ func Judge(r *Record) *Verdict {
 				if !in(e.Time) {
 					continue
 				}
-				a := attribute(r, c, e, failureRule)
-				v.Failures = append(v.Failures, a)
+				v.Failures = append(v.Failures, attributeOrStall(r, v.Stalls, c, e, failureRule))
 			case echo.LoadLongCut:
 				if !in(e.Time) {
 					continue
@@ -127,7 +143,7 @@ func Judge(r *Record) *Verdict {
 				v.Long.Sent += e.Sent
 				v.Long.Verified += e.Verified
 				delete(open, e.Conn)
-				v.Cuts = append(v.Cuts, attribute(r, c, e, cutRule))
+				v.Cuts = append(v.Cuts, attributeOrStall(r, v.Stalls, c, e, cutRule))
 			case echo.LoadLongCorrupt:
 				v.Long.Corrupt++
 				delete(open, e.Conn)
@@ -158,9 +174,15 @@ func Judge(r *Record) *Verdict {
 			fail("client %s: the load generator skipped %d attempts (more than its in-flight bound open): the load was not the one asked for", c.Pod, ct.Skipped)
 		}
 		// Each target reports each second once; a second with none means
-		// the generator stalled.
-		if missing := ct.Expected - ct.Seconds; missing > 2 {
-			fail("client %s: %d of %d seconds of the judged load have no count", c.Pod, missing, ct.Expected)
+		// the generator did not run then: it must have been a stall.
+		missing := 0
+		for sec := start.Unix(); sec <= r.LoadEnd.Unix(); sec++ {
+			if !secs[sec] && sec > start.Unix() && overlap(v.Stalls, time.Unix(sec, 0), time.Unix(sec+1, 0)) == 0 {
+				missing++
+			}
+		}
+		if missing > 0 {
+			fail("client %s: %d of %d seconds of the judged load have no count, and its clock did not stall then", c.Pod, missing, ct.Expected)
 		}
 		v.Attempts += ct.Attempts
 		v.OK += ct.OK
@@ -207,6 +229,13 @@ func Judge(r *Record) *Verdict {
 		if !a.Allowed {
 			fail("client %s: long-lived connection %d to %s (backend %s) cut at %s (%s): %s", a.Client, a.Event.Conn, a.Event.Target, a.Event.Pod, a.Event.End.Format("15:04:05.000"), a.Event.Err, a.Why)
 		}
+	}
+	var stalled time.Duration
+	for _, sp := range v.Stalls {
+		stalled += sp.End.Sub(sp.Start)
+	}
+	if judged := r.LoadEnd.Sub(r.LoadStart); judged > 0 && float64(stalled) > maxStallShare*float64(judged) {
+		fail("the machine stalled the load clients %.1f s of %.0f s (over %.0f %%): the run measured the machine, not the path", stalled.Seconds(), judged.Seconds(), 100*maxStallShare)
 	}
 	for _, l := range r.Figures.Bounds {
 		if !l.OK {
@@ -261,6 +290,72 @@ func attribute(r *Record, c Client, e echo.LoadEvent, allowed rule) Attributed {
 }
 
 const refusedPrefix = "refused "
+
+// minStall is the least a failed attempt must have overlapped the
+// clients' stalls to be put down to the machine: the stall watch's own
+// threshold.
+const minStall = time.Second
+
+// attributeOrStall attributes e to the window whose rule allows it; failing
+// that, a timeout that overlapped the clients' stalls by minStall or more
+// is the machine's.
+func attributeOrStall(r *Record, st []Span, c Client, e echo.LoadEvent, allowed rule) Attributed {
+	a := attribute(r, c, e, allowed)
+	if a.Allowed || e.Err != echo.ErrTimeout {
+		return a
+	}
+	end := e.End
+	if end.IsZero() {
+		end = e.Time
+	}
+	if d := overlap(st, e.Time, end); d >= minStall {
+		a.Window, a.Allowed = StallWindow, true
+		a.Why = fmt.Sprintf("a timeout while the load clients' own clocks stalled %.1f s of its %.1f s: the machine could not run them", d.Seconds(), end.Sub(e.Time).Seconds())
+	}
+	return a
+}
+
+// stalls merges every client's stall events in the judged load.
+func stalls(r *Record) []Span {
+	var out []Span
+	for _, c := range r.Clients {
+		for _, e := range c.Events {
+			if e.Kind == echo.LoadStall && !e.End.Before(r.LoadStart) && !e.Time.After(r.LoadEnd) {
+				out = append(out, Span{e.Time, e.End})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Span) int { return a.Start.Compare(b.Start) })
+	var merged []Span
+	for _, sp := range out {
+		if n := len(merged); n > 0 && !sp.Start.After(merged[n-1].End) {
+			if sp.End.After(merged[n-1].End) {
+				merged[n-1].End = sp.End
+			}
+			continue
+		}
+		merged = append(merged, sp)
+	}
+	return merged
+}
+
+// overlap is how much of [from, to] the spans cover.
+func overlap(spans []Span, from, to time.Time) time.Duration {
+	var d time.Duration
+	for _, sp := range spans {
+		s, e := sp.Start, sp.End
+		if s.Before(from) {
+			s = from
+		}
+		if e.After(to) {
+			e = to
+		}
+		if e.After(s) {
+			d += e.Sub(s)
+		}
+	}
+	return d
+}
 
 // failureRule is what each kind of window allows to fail (docs/soak.md).
 func failureRule(r *Record, w Window, c Client, e echo.LoadEvent) (bool, string) {

@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +120,19 @@ func TestJudgeFails(t *testing.T) {
 		"stalled client": {func(r *Record) {
 			r.Clients[1].Events = r.Clients[1].Events[:50]
 		}, "have no count"},
+		"a timeout with too short a stall": {func(r *Record) {
+			r.Clients[1].Events = append(r.Clients[1].Events,
+				echo.LoadEvent{Kind: echo.LoadStall, Time: at(86), End: at(86.5)},
+				echo.LoadEvent{Kind: echo.LoadFail, Time: at(85), End: at(93), Target: TargetSteady, Err: echo.ErrTimeout})
+		}, "outside every fault window"},
+		"a stall does not excuse a reset": {func(r *Record) {
+			r.Clients[1].Events = append(r.Clients[1].Events,
+				echo.LoadEvent{Kind: echo.LoadStall, Time: at(86), End: at(89)},
+				echo.LoadEvent{Kind: echo.LoadFail, Time: at(85), End: at(93), Target: TargetSteady, Err: echo.ErrReset})
+		}, "outside every fault window"},
+		"the machine stalled too long": {func(r *Record) {
+			r.Clients[0].Events = append(r.Clients[0].Events, echo.LoadEvent{Kind: echo.LoadStall, Time: at(81), End: at(93)})
+		}, "the machine stalled"},
 		"skipped":     {func(r *Record) { r.Clients[0].Events[5].Skipped = 3 }, "skipped 3 attempts"},
 		"bound":       {func(r *Record) { r.Figures.Bounds = []Bound{{What: "proxy rss", Detail: "grew"}} }, "proxy rss: grew"},
 		"fault error": {func(r *Record) { r.Windows[3].Error = "kill failed" }, "kill failed"},
@@ -131,6 +145,29 @@ func TestJudgeFails(t *testing.T) {
 				t.Errorf("pass %v, reasons %q: want a failure saying %q", v.Pass, v.Reasons, tc.want)
 			}
 		})
+	}
+}
+
+// TestJudgeStall: a timeout that overlapped the clients' stalls by a second
+// or more is the machine's, and the seconds a stalled client could not
+// count are excused.
+func TestJudgeStall(t *testing.T) {
+	r := record()
+	r.Clients[0].Events = append(r.Clients[0].Events,
+		echo.LoadEvent{Kind: echo.LoadStall, Time: at(86), End: at(87.5)},
+		echo.LoadEvent{Kind: echo.LoadFail, Time: at(85), End: at(93), Target: TargetSteady, Err: echo.ErrTimeout})
+	// The stalled client counted nothing in second 86.
+	r.Clients[0].Events = slices.DeleteFunc(r.Clients[0].Events, func(e echo.LoadEvent) bool {
+		return e.Kind == echo.LoadSecond && e.Second == at(86).Unix()
+	})
+	v := Judge(r)
+	if !v.Pass {
+		t.Fatalf("want a pass, got %v", v.Reasons)
+	}
+	i := slices.IndexFunc(v.Failures, func(a Attributed) bool { return a.Event.Err == echo.ErrTimeout })
+	last := v.Failures[i]
+	if last.Window != StallWindow || !last.Allowed || len(v.Stalls) != 1 {
+		t.Errorf("%+v, stalls %v: want the timeout put down to the stall", last, v.Stalls)
 	}
 }
 
@@ -152,18 +189,18 @@ func TestGrowth(t *testing.T) {
 			bad[b.What] = true
 		}
 	}
-	if !bad["agent rss MiB on w1 (pid 7)"] || !bad["proxy fds on w1 (pid 9)"] || len(bad) != 2 {
+	if !bad["agent rss MiB on w1 (pid 7)"] || !bad["proxy fds net of open connections on w1 (pid 9)"] || len(bad) != 2 {
 		t.Errorf("bounds broken: %v; want the agent's RSS and the proxy's fds (+~60)", bad)
 	}
 }
 
 func TestParseProcs(t *testing.T) {
-	out := "proc svclb-agent 12 40960 9 17\nproc svclb-nodeproxy 34 20480 7 31\ngo_goroutines 88\n"
+	out := "proc svclb-agent 12 40960 9 17\nproc svclb-nodeproxy 34 20480 7 31\ngo_goroutines 88\nupstream_cx_active 6\n"
 	var s Sample
 	if err := parseProcs(&s, out); err != nil {
 		t.Fatal(err)
 	}
-	want := Sample{Agent: Proc{PID: 12, RSS: 40 << 20, Threads: 9, FDs: 17, Goroutines: 88}, Proxy: Proc{PID: 34, RSS: 20 << 20, Threads: 7, FDs: 31}}
+	want := Sample{Agent: Proc{PID: 12, RSS: 40 << 20, Threads: 9, FDs: 17, Goroutines: 88}, Proxy: Proc{PID: 34, RSS: 20 << 20, Threads: 7, FDs: 31, Upstreams: 6}}
 	if s != want {
 		t.Errorf("got %+v, want %+v", s, want)
 	}

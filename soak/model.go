@@ -147,6 +147,10 @@ type Proc struct {
 	// Goroutines: the agent's go_goroutines (the proxy's admin is Envoy's,
 	// which has no such figure; its threads stand in).
 	Goroutines int `json:"goroutines,omitempty"`
+	// Upstreams: the proxy's open upstream connections (the sum of its
+	// clusters' upstream_cx_active, Envoy's stat); each proxied connection
+	// holds two fds, this one and its downstream.
+	Upstreams int `json:"upstreams,omitempty"`
 }
 
 // Phase is a timed part of the run, for the report.

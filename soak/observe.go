@@ -27,12 +27,14 @@ import (
 const procScript = `for n in svclb-agent svclb-nodeproxy envoy; do for p in $(pgrep -x $n); do
   echo "proc $n $p $(awk '/^VmRSS:/{r=$2} /^Threads:/{t=$2} END{print r, t}' /proc/$p/status) $(ls /proc/$p/fd | wc -l)"
 done; done
-exec 3<>/dev/tcp/127.0.0.1/%d && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && grep '^go_goroutines ' <&3 || true`
+exec 3<>/dev/tcp/127.0.0.1/%d && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && grep '^go_goroutines ' <&3
+exec 4<>/dev/tcp/127.0.0.1/%d && printf 'GET /stats HTTP/1.0\r\n\r\n' >&4 && awk -F': ' '/^cluster\..*\.upstream_cx_active: /{s+=$2} END{print "upstream_cx_active", s+0}' <&4
+true`
 
 // sampleNode reads a node's agent and proxy processes.
 func sampleNode(ctx context.Context, c *cluster.Cluster, node string) (Sample, error) {
 	s := Sample{Time: time.Now(), Node: node}
-	out, err := c.NodeExec(ctx, node, "bash", "-c", fmt.Sprintf(procScript, contract.AgentPort))
+	out, err := c.NodeExec(ctx, node, "bash", "-c", fmt.Sprintf(procScript, contract.AgentPort, contract.ProxyAdminPort))
 	if err != nil {
 		return s, err
 	}
@@ -59,8 +61,15 @@ func parseProcs(s *Sample, out string) error {
 				p.Goroutines = s.Agent.Goroutines
 				s.Agent = p
 			} else {
+				p.Upstreams = s.Proxy.Upstreams
 				s.Proxy = p
 			}
+		case len(f) == 2 && f[0] == "upstream_cx_active":
+			v, err := strconv.Atoi(f[1])
+			if err != nil {
+				return fmt.Errorf("upstream_cx_active %q: %w", f[1], err)
+			}
+			s.Proxy.Upstreams = v
 		case len(f) == 2 && f[0] == "go_goroutines":
 			v, err := strconv.ParseFloat(f[1], 64)
 			if err != nil {

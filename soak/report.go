@@ -34,6 +34,14 @@ type Report struct {
 	// class; Disallowed lists every other one.
 	Allowed    []AllowedRow
 	Disallowed []Attributed
+	// Stalled sums the machine's stalls of the load clients.
+	Stalled StallSum
+}
+
+// StallSum sums the stalls.
+type StallSum struct {
+	N              int
+	Total, Longest time.Duration
 }
 
 // AllowedRow is a group of allowed failures.
@@ -119,6 +127,12 @@ func NewReport(rec *Record, took time.Duration) *Report {
 		}
 	}
 	if rec.Verdict != nil {
+		for _, sp := range rec.Verdict.Stalls {
+			d := sp.End.Sub(sp.Start)
+			rp.Stalled.N++
+			rp.Stalled.Total += d
+			rp.Stalled.Longest = max(rp.Stalled.Longest, d)
+		}
 		idx := map[[4]string]int{}
 		for _, a := range rec.Verdict.Failures {
 			if !a.Allowed {

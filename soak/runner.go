@@ -179,7 +179,7 @@ func (r *runner) setup(ctx context.Context) error {
 // after the last.
 const (
 	leadIn = 15 * time.Second
-	tail   = 15 * time.Second
+	tail   = 30 * time.Second
 )
 
 // startLoad starts the clients and waits until every client has a success
