@@ -103,6 +103,10 @@ type ProxyRecovery struct {
 	// FirstAfter says whether the first attempt that started after the
 	// window's end succeeded.
 	FirstAfter string
+	// MaxMillis is the longest attempt of the seconds the window spans:
+	// a connection whose SYN the pod's kernel dropped while no listener
+	// was bound (TPROXY finds no socket) is retried and succeeds late.
+	MaxMillis float64
 }
 
 // Growth is one process's figure at the start and end of a run of it.
@@ -256,9 +260,9 @@ func GrowthOf(samples []Sample) []Growth {
 		}{
 			{"rss MiB", func(p Proc) float64 { return float64(p.RSS) / (1 << 20) }, func(b float64) float64 { return 2*b + rssSlack/(1<<20) },
 				"2 × baseline + 16 MiB (GOGC=100 heap growth and lazy return of freed pages)"},
-			{"fds", func(p Proc) float64 { return float64(p.FDs) }, nil, "reported; bounded net of open connections (next line) for the proxy"},
-			{"fds net of open connections", func(p Proc) float64 { return float64(p.FDs - 2*p.Upstreams) }, func(b float64) float64 { return b + fdSlack },
-				"baseline + 32: fds less two per open upstream connection (it and its downstream); what remains is listeners, the xDS stream and connections being opened or closed"},
+			{"fds", func(p Proc) float64 { return float64(p.FDs) }, nil, "reported: the proxy's include Go's splice pipes (see Proc.Sockets); its sockets are bounded net of open connections"},
+			{"sockets net of open connections", func(p Proc) float64 { return float64(p.Sockets - 2*p.Upstreams) }, func(b float64) float64 { return b + fdSlack },
+				"baseline + 32: socket fds less two per open upstream connection (it and its downstream); what remains is listeners, the xDS and access-log streams and connections being opened or closed"},
 			{"goroutines", func(p Proc) float64 { return float64(p.Goroutines) }, func(b float64) float64 { return b + goroutineSlack },
 				"baseline + 50 (informers and streams, not connections)"},
 			{"threads", func(p Proc) float64 { return float64(p.Threads) }, nil, "not bounded: Go never ends idle threads"},
@@ -266,7 +270,7 @@ func GrowthOf(samples []Sample) []Growth {
 			if k.proc == "proxy" && m.name == "goroutines" {
 				continue
 			}
-			if k.proc == "agent" && m.name == "fds net of open connections" {
+			if k.proc == "agent" && m.name == "sockets net of open connections" {
 				continue
 			}
 			bound := m.bound
@@ -389,6 +393,10 @@ func proxyRecovery(c Client, target string, w Window) ProxyRecovery {
 		case echo.LoadRecover:
 			if !p.FirstFail.IsZero() && p.Recovered.IsZero() && e.Time.After(p.FirstFail) {
 				p.Recovered = e.Time
+			}
+		case echo.LoadSecond:
+			if e.Second >= w.Start.Unix() && e.Second <= w.End.Unix() {
+				p.MaxMillis = max(p.MaxMillis, e.MaxMillis)
 			}
 		}
 	}

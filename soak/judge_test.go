@@ -180,7 +180,7 @@ func TestGrowth(t *testing.T) {
 		}
 		ss = append(ss, Sample{Time: at(float64(3 * i)), Node: "w1",
 			Agent: Proc{PID: 7, RSS: rss, FDs: 20, Goroutines: 100},
-			Proxy: Proc{PID: 9, RSS: 30 << 20, FDs: 40 + 2*i}})
+			Proxy: Proc{PID: 9, RSS: 30 << 20, FDs: 40 + 2*i, Sockets: 30 + 2*i}})
 	}
 	gs := GrowthOf(ss)
 	bad := map[string]bool{}
@@ -189,18 +189,18 @@ func TestGrowth(t *testing.T) {
 			bad[b.What] = true
 		}
 	}
-	if !bad["agent rss MiB on w1 (pid 7)"] || !bad["proxy fds net of open connections on w1 (pid 9)"] || len(bad) != 2 {
+	if !bad["agent rss MiB on w1 (pid 7)"] || !bad["proxy sockets net of open connections on w1 (pid 9)"] || len(bad) != 2 {
 		t.Errorf("bounds broken: %v; want the agent's RSS and the proxy's fds (+~60)", bad)
 	}
 }
 
 func TestParseProcs(t *testing.T) {
-	out := "proc svclb-agent 12 40960 9 17\nproc svclb-nodeproxy 34 20480 7 31\ngo_goroutines 88\nupstream_cx_active 6\n"
+	out := "proc svclb-agent 12 40960 9 17 9\nproc svclb-nodeproxy 34 20480 7 31 20\ngo_goroutines 88\nupstream_cx_active 6\n"
 	var s Sample
 	if err := parseProcs(&s, out); err != nil {
 		t.Fatal(err)
 	}
-	want := Sample{Agent: Proc{PID: 12, RSS: 40 << 20, Threads: 9, FDs: 17, Goroutines: 88}, Proxy: Proc{PID: 34, RSS: 20 << 20, Threads: 7, FDs: 31, Upstreams: 6}}
+	want := Sample{Agent: Proc{PID: 12, RSS: 40 << 20, Threads: 9, FDs: 17, Sockets: 9, Goroutines: 88}, Proxy: Proc{PID: 34, RSS: 20 << 20, Threads: 7, FDs: 31, Sockets: 20, Upstreams: 6}}
 	if s != want {
 		t.Errorf("got %+v, want %+v", s, want)
 	}

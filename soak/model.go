@@ -144,6 +144,11 @@ type Proc struct {
 	RSS     int64 `json:"rss,omitempty"` // bytes
 	Threads int   `json:"threads,omitempty"`
 	FDs     int   `json:"fds,omitempty"`
+	// Sockets are the fds that are sockets. The rest of a Go proxy's fds
+	// are mostly pipes: io.Copy between two TCP connections splices
+	// through a pipe from a pool the runtime empties only when it collects
+	// garbage, so their number follows the peak of concurrent copies.
+	Sockets int `json:"sockets,omitempty"`
 	// Goroutines: the agent's go_goroutines (the proxy's admin is Envoy's,
 	// which has no such figure; its threads stand in).
 	Goroutines int `json:"goroutines,omitempty"`

@@ -21,11 +21,11 @@ import (
 )
 
 // procScript prints one line per agent or proxy process on a kind node
-// ("proc <name> <pid> <rss kB> <threads> <fds>") and then the agent's
-// go_goroutines. It runs in the node container (docker exec), so it reads
+// ("proc <name> <pid> <rss kB> <threads> <fds> <socket fds>"), then the
+// agent's go_goroutines and the proxy's open upstream connections. It runs in the node container (docker exec), so it reads
 // while the apiserver is away too.
 const procScript = `for n in svclb-agent svclb-nodeproxy envoy; do for p in $(pgrep -x $n); do
-  echo "proc $n $p $(awk '/^VmRSS:/{r=$2} /^Threads:/{t=$2} END{print r, t}' /proc/$p/status) $(ls /proc/$p/fd | wc -l)"
+  echo "proc $n $p $(awk '/^VmRSS:/{r=$2} /^Threads:/{t=$2} END{print r, t}' /proc/$p/status) $(ls /proc/$p/fd | wc -l) $(ls -l /proc/$p/fd | grep -c 'socket:')"
 done; done
 exec 3<>/dev/tcp/127.0.0.1/%d && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && grep '^go_goroutines ' <&3
 exec 4<>/dev/tcp/127.0.0.1/%d && printf 'GET /stats HTTP/1.0\r\n\r\n' >&4 && awk -F': ' '/^cluster\..*\.upstream_cx_active: /{s+=$2} END{print "upstream_cx_active", s+0}' <&4
@@ -47,8 +47,8 @@ func parseProcs(s *Sample, out string) error {
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		switch {
-		case len(f) == 6 && f[0] == "proc":
-			var n [4]int64
+		case len(f) == 7 && f[0] == "proc":
+			var n [5]int64
 			for i := range n {
 				v, err := strconv.ParseInt(f[2+i], 10, 64)
 				if err != nil {
@@ -56,7 +56,7 @@ func parseProcs(s *Sample, out string) error {
 				}
 				n[i] = v
 			}
-			p := Proc{PID: int(n[0]), RSS: n[1] << 10, Threads: int(n[2]), FDs: int(n[3])}
+			p := Proc{PID: int(n[0]), RSS: n[1] << 10, Threads: int(n[2]), FDs: int(n[3]), Sockets: int(n[4])}
 			if f[1] == "svclb-agent" {
 				p.Goroutines = s.Agent.Goroutines
 				s.Agent = p

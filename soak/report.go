@@ -228,7 +228,12 @@ var funcs = map[string]any{
 	"kib":   func(n int) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) },
 	"mib":   func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) },
 	"join":  strings.Join,
-	"clock": func(t time.Time) string { return t.Format("15:04:05.000") },
+	"clock": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.Format("15:04:05.000")
+	},
 	"since": func(t, base time.Time) string {
 		if t.IsZero() {
 			return "—"

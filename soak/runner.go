@@ -285,7 +285,11 @@ func (r *runner) finish(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("reading the clients' events: %w (%s)", err, last)
 		}
-		return nil
+		// Once more, now that every attempt has ended: a refusal reaches
+		// the agent's log when the proxy's access-log stream delivers it,
+		// which can be seconds late (the stream reconnects after the
+		// agent's restart).
+		return r.refusals(ctx, r.rec.LoadStart)
 	})
 }
 

@@ -27,6 +27,11 @@ import (
 	"github.com/aether-mesh/svclb/pkg/kubeproxyguard"
 )
 
+// pollCost is about what one read of a pod netns' sockets through the
+// node container takes on this machine: the resolution of the listener
+// watch.
+const pollCost = 100 * time.Millisecond
+
 // pendingCap is the agent's bound on names it refused and keeps waiting
 // for (docs/architecture.md, "On-demand CDS mode": at most 1024).
 const pendingCap = 1024
@@ -408,10 +413,39 @@ func (r *runner) proxyRestart(ctx context.Context, w *Window, node string) error
 	if err := r.stats.bank(ctx, r.c, node, true); err != nil {
 		return err
 	}
+	// The kubelet reports the new container late (its pod status is
+	// batched): watch the load client's listener itself, from before the
+	// kill, for when it went and came back.
+	var gone, back time.Time
+	wctx, stopWatch := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	defer func() {
+		stopWatch()
+		watching.Wait()
+	}()
+	if ns, ok := netns["load-"+node]; ok {
+		watching.Go(func() {
+			for wctx.Err() == nil {
+				ls, err := proxy.Listening(wctx, r.c, node, ns)
+				now := time.Now()
+				up := err == nil && slices.ContainsFunc(ls, func(a netip.AddrPort) bool { return a.Port() == contract.CapturePort })
+				switch {
+				case err != nil:
+				case !up && gone.IsZero():
+					gone = now
+				case up && !gone.IsZero():
+					back = now
+					return
+				}
+			}
+		})
+	}
 	rs, err := faults.RestartProxy(ctx, r.c, node, 2*time.Minute)
 	w.Start = rs.Killed
-	w.Steps = append(w.Steps, Step{"killed", rs.Killed}, Step{"running", rs.Running}, Step{"/ready LIVE", rs.Ready})
+	w.Steps = append(w.Steps, Step{"killed", rs.Killed}, Step{"running (kubelet)", rs.Running}, Step{"/ready LIVE", rs.Ready})
 	if err != nil {
+		stopWatch()
+		watching.Wait()
 		return err
 	}
 	for _, pod := range sortedKeys(netns) {
@@ -433,7 +467,14 @@ func (r *runner) proxyRestart(ctx context.Context, w *Window, node string) error
 		w.step("listener of " + pod + " bound")
 	}
 	w.End = time.Now()
-	w.notef("proxy down %s (kill → running), running → /ready %s, /ready → every listener bound %s",
+	stopWatch()
+	watching.Wait()
+	if !gone.IsZero() && !back.IsZero() {
+		w.Steps = append(w.Steps, Step{"client's listener seen gone", gone}, Step{"client's listener seen back", back})
+		w.notef("the client's listener was seen gone %s after the kill and back %s later (polled through the node, ~%s a read)",
+			gone.Sub(rs.Killed).Round(10*time.Millisecond), back.Sub(gone).Round(10*time.Millisecond), pollCost)
+	}
+	w.notef("kill → the kubelet reports it running %s (its status lags), → /ready %s, → every listener bound %s",
 		rs.Down().Round(10*time.Millisecond), rs.Ready.Sub(rs.Running).Round(10*time.Millisecond), w.End.Sub(rs.Ready).Round(10*time.Millisecond))
 	return nil
 }

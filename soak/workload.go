@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,10 +42,21 @@ var backends = []struct {
 
 // DelayShutdown keeps a deleted backend serving, not ready, this long: the
 // time its endpoint has to leave every node proxy's load assignment before
-// the backend stops accepting (a preStop delay, as real workloads set).
-// Its readiness fails at once (PeriodSeconds 1), so the endpoint goes
-// within a few seconds even on a loaded machine.
-const DelayShutdown = 10 * time.Second
+// the backend stops accepting (a preStop delay, as real workloads set). It
+// outlasts the readiness probe's failure threshold (below) and the
+// EndpointSlice's way to every node, on a loaded machine.
+const DelayShutdown = 20 * time.Second
+
+// The backends' readiness: a probe a second, 3 s to answer, 5 failures in
+// a row to go unready. The fixture's own probe (one failure of 1 s) flipped
+// both backends of an untouched Service unready during a 3-s stall of this
+// machine, and every proxy then refused no-endpoints, as kube-proxy would:
+// Kubernetes doing what it was told, not a fault of the data plane.
+const (
+	readyPeriod    = 1
+	readyTimeout   = 3
+	readyThreshold = 5
+)
 
 // loadClient is the role label of the load clients.
 const loadClient = "load"
@@ -62,28 +72,32 @@ type workloads struct {
 	firstConn [][]*corev1.Service
 }
 
-// deployBackends deploys the Service targets' backends and Services, at once.
+// deployBackends deploys the Service targets' backends and Services, at once,
+// and waits until every backend is Ready and the guard cut every Service.
 func deployBackends(ctx context.Context, c *cluster.Cluster) (map[string]*corev1.Service, error) {
 	out := map[string]*corev1.Service{}
-	var mu sync.Mutex
-	errs := make([]error, len(backends))
-	var wg sync.WaitGroup
-	for i, b := range backends {
-		wg.Go(func() {
-			svc, err := workload.DeployEcho(ctx, c, Namespace, b.name, workload.Backends{Replicas: b.replicas, DelayShutdown: DelayShutdown},
-				workload.ServiceOptions{Cut: true})
-			mu.Lock()
-			defer mu.Unlock()
-			out[b.name], errs[i] = svc, err
-		})
+	var objs []client.Object
+	for _, b := range backends {
+		dep := workload.EchoDeployment(Namespace, b.name, workload.Backends{Replicas: b.replicas, DelayShutdown: DelayShutdown})
+		p := dep.Spec.Template.Spec.Containers[0].ReadinessProbe
+		p.PeriodSeconds, p.TimeoutSeconds, p.FailureThreshold = readyPeriod, readyTimeout, readyThreshold
+		svc := workload.Service(Namespace, b.name, workload.ServiceOptions{Selector: dep.Spec.Selector.MatchLabels, Cut: true})
+		objs = append(objs, dep, svc)
+		out[b.name] = svc
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
+	if err := c.Create(ctx, objs...); err != nil {
+		return nil, err
+	}
+	for _, b := range backends {
+		if _, err := c.WaitPodsReady(ctx, Namespace, workload.AppLabel+"="+b.name, int(b.replicas), 3*time.Minute); err != nil {
 			return nil, err
 		}
 	}
-	return out, nil
+	var svcs []*corev1.Service
+	for _, b := range backends {
+		svcs = append(svcs, out[b.name])
+	}
+	return out, waitCutAll(ctx, c, svcs, 2*time.Minute)
 }
 
 // createFirstConn creates n guarded Services selecting the steady backends,
