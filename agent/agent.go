@@ -29,6 +29,7 @@ import (
 
 	"github.com/aether-mesh/svclb/agent/internal/netnsfind"
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+	"github.com/aether-mesh/svclb/internal/enroll"
 	"github.com/aether-mesh/svclb/internal/translate"
 	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
@@ -58,6 +59,10 @@ type Config struct {
 	// xDS socket is open (/healthz turns 200). httpAddr is the address HTTP was bound to,
 	// the one to use when HTTPAddr's port is 0. It must not block.
 	Ready func(httpAddr net.Addr)
+	// EnrollSocket serves the CNI plugin (enrollment.go); empty: no CNI enrollment, and only
+	// pods labelled contract.CapturedLabel are captured.
+	EnrollSocket string
+	EnrollFile   string // where the CNI-enrolled pods persist across restarts; empty: nowhere
 }
 
 func (c *Config) defaults() error {
@@ -137,7 +142,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	podFactory := nodeScoped(informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
-		o.LabelSelector = contract.CapturedLabel + "=true"
+		if cfg.EnrollSocket == "" { // with enrollment, any pod on the node may be enrolled
+			o.LabelSelector = contract.CapturedLabel + "=true"
+		}
 	}))
 	nodeFactory := nodeScoped(informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
@@ -162,12 +169,22 @@ func Run(ctx context.Context, cfg Config) error {
 	s := newSyncer(log, srv, services.Lister(), sliceInf.GetIndexer(), podInf.GetStore(),
 		&netnsfind.Scanner{Dir: cfg.NetnsDir}, idx, m, translate.Node{Name: cfg.NodeName}, cfg.Phase1, cfg.Phase2)
 	s.configureDemand(cfg.CDSMode, cfg.OnDemandMax, cfg.DemandFile)
+	var nsInf cache.SharedIndexInformer
+	if cfg.EnrollSocket != "" {
+		nsInf = factory.Core().V1().Namespaces().Informer()
+		if s.enroll, err = newEnrollment(log, cfg.NodeName, podInf.GetStore(), nsInf, cfg.EnrollFile, reg, s.listenersChanged); err != nil {
+			return err
+		}
+	}
 	srv.SetDemandHandler(s)
 
 	node := func(o any) { s.setNode(nodeOf(cfg.NodeName, unwrap(o))) }
 	settings := func(o any) {
 		s.setPhases(phasesOf(log, unwrap(o), cfg.Phase1, cfg.Phase2))
 		s.setCDSMode(cdsModeOf(log, unwrap(o), cfg.CDSMode))
+		if s.enroll != nil {
+			s.enroll.setSelector(unwrap(o))
+		}
 	}
 	handlers := []struct {
 		inf         cache.SharedIndexInformer
@@ -195,7 +212,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
 	}
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- ignoreClosed(httpSrv.Serve(httpLn)) }()
 	defer httpSrv.Close()
 
@@ -204,7 +221,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	go func() { _ = idx.Run(ctx) }()
 	log.Info("waiting for informer caches", "node", cfg.NodeName)
-	if !cache.WaitForCacheSync(ctx.Done(), idx.HasSynced, sliceInf.HasSynced, podInf.HasSynced, nodeInf.HasSynced, cmInf.HasSynced) {
+	synced := []cache.InformerSynced{idx.HasSynced, sliceInf.HasSynced, podInf.HasSynced, nodeInf.HasSynced, cmInf.HasSynced}
+	if nsInf != nil {
+		synced = append(synced, nsInf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
 	// The informers' handlers may still be delivering the initial list: read the ConfigMap and
@@ -219,6 +240,9 @@ func Run(ctx context.Context, cfg Config) error {
 	// Restored names are re-classified against the synced index and published in the first
 	// snapshot, so a restarted agent or proxy does not make every first connection wait.
 	s.restoreDemand()
+	if s.enroll != nil {
+		s.enroll.restore()
+	}
 	if err := s.sync(); err != nil {
 		return fmt.Errorf("first snapshot: %w", err)
 	}
@@ -234,6 +258,15 @@ func Run(ctx context.Context, cfg Config) error {
 	srv.Register(g)
 	go func() { errc <- g.Serve(ln) }()
 	defer g.Stop()
+	if s.enroll != nil {
+		// After the first snapshot: a plugin's ADD is answered by a syncer that runs.
+		eln, err := enroll.Listen(cfg.EnrollSocket)
+		if err != nil {
+			return err
+		}
+		go func() { errc <- enroll.Serve(ctx, eln, s.enroll, log) }()
+		log.Info("serving the CNI plugin", "socket", cfg.EnrollSocket)
+	}
 	ready.Store(true)
 	log.Info("serving xDS and ALS", "socket", cfg.XDSSocket, "http", httpLn.Addr().String())
 	if cfg.Ready != nil {

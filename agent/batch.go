@@ -157,6 +157,14 @@ func (b *batch) listeners(node translate.Node, p1, p2, onDemand bool) ([]Listene
 		want[l.Name] = l
 		st = append(st, ListenerStatus{Pod: pod.Name, Namespace: pod.Namespace, Netns: path, Name: l.Name})
 	}
+	for _, p := range b.s.enroll.capturedPods() {
+		l := translate.CaptureListener(p, opts)
+		if want[l.Name] != nil {
+			continue // also meshed by the init container: one listener
+		}
+		want[l.Name] = l
+		st = append(st, ListenerStatus{Pod: p.Name, Namespace: p.Namespace, Netns: p.NetnsPath, Name: l.Name})
+	}
 	for name, l := range want {
 		if !proto.Equal(b.set.Listeners[name], l) {
 			put(b, b.set.Listeners, name, l)

@@ -28,6 +28,8 @@ type Status struct {
 	CDS             CDSMode          `json:"cds"`
 	Demanded        int              `json:"demanded"`
 	Pending         int              `json:"pending"`
+	// Enrollment is set when the agent serves the CNI plugin.
+	Enrollment *EnrollmentStatus `json:"enrollment,omitempty"`
 }
 
 // ListenerStatus is one capture listener.
@@ -62,7 +64,7 @@ func (s *syncer) handler(reg *prometheus.Registry, ready func() bool) http.Handl
 func (s *syncer) publishStatus(node translate.Node, p1, p2 bool, mode CDSMode, lst []ListenerStatus, listenersBuilt bool) {
 	old := s.status.Load()
 	st := &Status{Node: node.Name, Zone: node.Zone, Phase1: p1, Phase2: p2, SnapshotVersion: s.version, Listeners: old.Listeners, Range: []string{},
-		CDS: mode, Demanded: len(s.demand.admitted), Pending: s.demand.pending.len()}
+		CDS: mode, Demanded: len(s.demand.admitted), Pending: s.demand.pending.len(), Enrollment: s.enroll.status()}
 	if listenersBuilt {
 		st.Listeners = lst
 		if st.Listeners == nil {

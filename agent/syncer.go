@@ -56,6 +56,7 @@ type syncer struct {
 	slices   cache.Indexer // EndpointSlices, indexed byServiceIndex
 	pods     cache.Store   // captured pods on this node
 	netns    netnsFinder
+	enroll   *enrollment  // pods the CNI plugin enrolled; nil: no CNI enrollment
 	svcIndex serviceIndex // the Service index: the listeners' range, on-demand names classified
 	m        *metrics
 

@@ -1,7 +1,10 @@
 # e2e/e2e.mk: the acceptance legs. Included by the root Makefile (REPO, OUT, GO).
-#   make e2e-svc                      cluster + images + every leg, red then green; reports in _artifacts/
+#   make e2e-svc                      cluster + images + every leg, red then green, and the
+#                                     programming figure; reports in _artifacts/
 #   make e2e-svc LEGS=reach           only the legs whose label matches (Ginkgo label filter;
 #                                     LEGS="reach affinity" means either)
+#   make e2e-svc LEGS=cni-latency     the opt-in figure (label opt-in, never in a run without
+#                                     LEGS): svclb-cni's pod start latency over 100 pods
 #   make e2e-svc KEEP_CLUSTER=1       reuse the cluster and leave it (and the legs' namespace) running
 #   make e2e-svc PROXY=builtin|envoy  node proxy; default: Envoy if its image can be pulled, else built-in
 #   make e2e-svc KIND_NODE_MODE=offline  kindconfig's cluster variables reach `make cluster` unchanged
@@ -17,7 +20,7 @@ E2E_TIMEOUT  ?= 45m
 ##@ Acceptance legs (e2e/)
 
 .PHONY: e2e-svc
-e2e-svc: ## Every leg red (agent off) then green (on) on kind; LEGS=<label filter> KEEP_CLUSTER=1 PROXY=envoy|builtin; reports in _artifacts/
+e2e-svc: ## Every leg red (agent off) then green (on) on kind; LEGS=<label filter> (LEGS=cni-latency: opt-in figure) KEEP_CLUSTER=1 PROXY=envoy|builtin; reports in _artifacts/
 	@REPO=$(REPO) GO="$(GO)" MAKE="$(MAKE) --no-print-directory" LEGS="$(LEGS)" PROXY="$(PROXY)" KEEP_CLUSTER="$(KEEP_CLUSTER)" \
 	ENVOY_IMAGE=$(ENVOY_IMAGE) ARTIFACTS=$(E2E_ARTIFACTS) TIMEOUT=$(E2E_TIMEOUT) \
 	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) CLUSTER_STATE=$(KIND_STATE) \

@@ -34,6 +34,8 @@ func main() {
 	flag.IntVar(&cfg.OnDemandMax, "on-demand-max", agent.DefaultOnDemandMax, "most cluster names admitted on demand; beyond it a request is refused (over-cap)")
 	flag.StringVar(&cfg.DemandFile, "demand-file", contract.DemandFile, "where admitted on-demand names persist across restarts; empty: not persisted")
 	flag.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	flag.StringVar(&cfg.EnrollSocket, "enroll-socket", "", fmt.Sprintf("serve the svclb-cni plugin on this unix socket (the node DaemonSet: %s); empty: no CNI enrollment", contract.EnrollSocket))
+	flag.StringVar(&cfg.EnrollFile, "enroll-file", contract.EnrollFile, "where the pods the CNI plugin enrolled persist across restarts; empty: not persisted")
 	flag.Parse()
 
 	var lv slog.Level

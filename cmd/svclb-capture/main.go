@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/aether-mesh/svclb/fixtures/capture"
+	"github.com/aether-mesh/svclb/internal/capture"
 )
 
 func main() {

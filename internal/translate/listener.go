@@ -192,7 +192,7 @@ func tcpProxy(tp *tcpproxyv3.TcpProxy) *listenerv3.Filter {
 // PassthroughOriginalDst is the cluster every passed-through destination leaves through.
 //
 // Its SO_MARK (contract.ProxyUpstreamMark) is matched in one place only: the first rule of the
-// capture's output chain in the pod's netns (fixtures/capture outputRules), which exempts the
+// capture's output chain in the pod's netns (internal/capture outputRules), which exempts the
 // proxy's own sockets there. The upstream never crosses that chain: both proxies dial from their
 // own netns, the node's (the listener's network_namespace_filepath binds only the listening
 // socket; Envoy opens an upstream in another netns only when upstream_bind_config says so, by

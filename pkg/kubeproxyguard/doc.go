@@ -6,12 +6,17 @@
 // A Service is chosen by the label svclb.dev/kube-proxy=deleted (Label,
 // LabelValue: contract.KubeProxyLabel, contract.KubeProxyCut);
 // WatchServices feeds the chosen set to a Guard with client-go.
+// In namespace-selector mode (WatchServicesByNamespace, svclb-guard run
+// --namespace-selector) every Service of a namespace the selector matches is
+// chosen too, labelled or not: the namespaces whose pods svclb-cni meshes
+// (docs/enrollment.md). A client that is not meshed, in any namespace, then
+// meets kube-proxy's REJECT on those Services, as on a labelled one.
 // All ports of a chosen Service are guarded. The apiserver's Service
 // (contract.APIServerService, default/kubernetes) is never guarded, labelled
 // or not: it stays on kube-proxy's path (Proposal 044, Non-goals), since
 // svclb never gives it a svc: cluster. The guard logs the refusal once and
 // lists it under "refused" in /status; the CLI's delete and watch reject it.
-// A Service that loses the label
+// A Service that loses the label (or whose namespace stops matching)
 // is no longer guarded; its objects stay deleted until kube-proxy's next
 // full sync restores them. To force one, restart the node's kube-proxy pod
 // (kubectl -n kube-system delete pod -l k8s-app=kube-proxy
@@ -116,5 +121,6 @@
 //	metrics.go   the Prometheus metrics
 //	monitor.go   the nft event subscription that triggers passes
 //	services.go  WatchServices: the labelled Services, from the apiserver
+//	namespaces.go  WatchServicesByNamespace (--namespace-selector): and every Service of the selected namespaces
 //	list.go      List: the read-only listing behind `svclb-guard list`
 package kubeproxyguard

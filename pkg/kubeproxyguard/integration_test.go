@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/google/nftables"
+
 	"github.com/aether-mesh/svclb/internal/netnstest"
 	"github.com/aether-mesh/svclb/internal/testenv"
 )
@@ -23,31 +25,14 @@ func TestGuardWithAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts kube-apiserver and etcd")
 	}
-	ns := netnstest.New(t) // skips when not root, before starting anything
-	cfg := testenv.Start(t, testenv.Options{})
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
+	e := startAPIServerEnv(t)
+	ns, kube, c, create := e.ns, e.kube, e.conn, e.create
+	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
-
-	load(t, ns, "kube-proxy-v1.34.nft")
-	c := conn(t, ns)
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	chosen := map[string]string{Label: LabelValue}
-	create := func(namespace, name string, lbls map[string]string) {
-		t.Helper()
-		s := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: lbls},
-			Spec: corev1.ServiceSpec{
-				Selector: map[string]string{"app": name},
-				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
-			},
-		}
-		if _, err := kube.CoreV1().Services(namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	create("default", "demo", chosen)
 	create("default", "sticky", chosen)
 	create("default", "empty", nil)
@@ -112,4 +97,37 @@ func cmpName(a, b types.NamespacedName) int {
 		return 1
 	}
 	return 0
+}
+
+// apiServerEnv is where both API-server tests start: a netns holding
+// kube-proxy's v1.34 ruleset, a real kube-apiserver, and create, which makes
+// a one-port Service there.
+type apiServerEnv struct {
+	ns     *netnstest.NS
+	kube   kubernetes.Interface
+	ctx    context.Context
+	conn   *nftables.Conn
+	create func(namespace, name string, lbls map[string]string)
+}
+
+func startAPIServerEnv(t *testing.T) apiServerEnv {
+	t.Helper()
+	ns := netnstest.New(t) // skips when not root, before starting anything
+	kube := kubernetes.NewForConfigOrDie(testenv.Start(t, testenv.Options{}))
+	ctx := t.Context()
+	load(t, ns, "kube-proxy-v1.34.nft")
+	create := func(namespace, name string, lbls map[string]string) {
+		t.Helper()
+		s := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: lbls},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{"app": name},
+				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
+			},
+		}
+		if _, err := kube.CoreV1().Services(namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return apiServerEnv{ns: ns, kube: kube, ctx: ctx, conn: conn(t, ns), create: create}
 }

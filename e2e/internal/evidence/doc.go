@@ -9,4 +9,5 @@
 //	phases.tsv         "<phase>\t<seconds>" lines, appended by make and by the suite
 //	legs/<leg>.json    Leg: red and green runs and the verdict
 //	programming.json   Programming: network programming latency, agent vs kube-proxy
+//	cni-latency.json   CNILatency: pod sandbox time with svclb-cni, enrolled vs not (opt-in figure)
 package evidence

@@ -227,6 +227,27 @@ type Quantiles struct {
 	P99    float64 `json:"p99Seconds"`
 }
 
+// CNILatency is the svclb-cni figure (e2e/cnilatency_test.go, opt-in):
+// pod sandbox creation times, enrolled against not enrolled, from
+// containerd's own RunPodSandbox log.
+type CNILatency struct {
+	PodsPerKind int     `json:"podsPerKind"`
+	Enrolled    Spread  `json:"enrolled"`
+	NotEnrolled Spread  `json:"notEnrolled"`
+	AddedP50    float64 `json:"addedP50Ms"`
+	Note        string  `json:"note,omitempty"`
+	// Chance is what varies from run to run and how far the quantiles
+	// can be trusted.
+	Chance string `json:"chance,omitempty"`
+}
+
+// Spread is the sandbox durations of one kind of pod, in ms.
+type Spread struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50Ms"`
+	P99   float64 `json:"p99Ms"`
+}
+
 // Phase is the wall time of one step of the run.
 type Phase struct {
 	Name    string
@@ -273,6 +294,9 @@ func (d Dir) WriteEnv(e *Env) error { return d.writeJSON("env.json", e) }
 // WriteProgramming records the programming-latency comparison.
 func (d Dir) WriteProgramming(p *Programming) error { return d.writeJSON("programming.json", p) }
 
+// WriteCNILatency records the svclb-cni figure.
+func (d Dir) WriteCNILatency(c *CNILatency) error { return d.writeJSON("cni-latency.json", c) }
+
 // AddPhase appends one phase duration to phases.tsv.
 func (d Dir) AddPhase(name string, dur time.Duration) error {
 	if strings.ContainsAny(name, "\t\n") {
@@ -299,6 +323,7 @@ type Set struct {
 	Legs        []*Leg // sorted by LegOrder, then name
 	Phases      []Phase
 	Programming *Programming
+	CNILatency  *CNILatency
 	// Failure is a failure outside the legs (failure.txt), e.g. suite setup.
 	Failure string
 }
@@ -306,6 +331,10 @@ type Set struct {
 // LegLabel is the Ginkgo label every leg's container carries besides the
 // leg's name: the report tells legs from other specs by it.
 const LegLabel = "leg"
+
+// OptInLabel marks a spec that a run without LEGS leaves out (e2e/run.sh's
+// default filter is !opt-in): the cni-latency figure, which starts 100 pods.
+const OptInLabel = "opt-in"
 
 // LegOrder is the order of the legs in docs/design.md and e2e/doc.go; the
 // suite runs them in it and the report follows it. A leg it does not list
@@ -321,6 +350,7 @@ var LegOrder = []string{
 	// agent's Service range), on-demand restarts a node pod.
 	"range-grows",
 	"on-demand", // not in the design's first legs: the on-demand CDS mode (docs/architecture.md)
+	"enroll",    // issue 14: enrollment by namespace through svclb-cni (docs/enrollment.md)
 }
 
 func legRank(name string) int {
@@ -346,6 +376,13 @@ func (d Dir) Load() (*Set, error) {
 	switch err := d.readJSON("programming.json", &prog); {
 	case err == nil:
 		s.Programming = &prog
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	var cni CNILatency
+	switch err := d.readJSON("cni-latency.json", &cni); {
+	case err == nil:
+		s.CNILatency = &cni
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/guard"
 	"github.com/aether-mesh/svclb/fixtures/metrics"
-	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/kubeproxyguard"
 )
 
@@ -34,8 +33,9 @@ type cutState struct {
 	latency map[string]metrics.Histogram
 }
 
-// cutServices are the dialled Services labelled for the guard, read from
-// the apiserver.
+// cutServices are the dialled Services the suite's guard cuts (labelled
+// for it, or in a namespace its namespace selector matches: the enroll
+// leg), read from the apiserver.
 func cutServices(ctx context.Context, c *cluster.Cluster, dialled []Dialled) ([]*corev1.Service, map[string]bool, error) {
 	var out []*corev1.Service
 	expected := map[string]bool{}
@@ -55,7 +55,11 @@ func cutServices(ctx context.Context, c *cluster.Cluster, dialled []Dialled) ([]
 		if err != nil {
 			return nil, nil, fmt.Errorf("service %s: %w", k, err)
 		}
-		if svc.Labels[contract.KubeProxyLabel] != contract.KubeProxyCut {
+		chosen, err := guard.Defaults().Chooses(ctx, c, svc)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !chosen {
 			continue // kube-proxy serves it on purpose (affinity)
 		}
 		expected[k] = d.RestartsKubeProxy

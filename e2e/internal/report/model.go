@@ -28,7 +28,9 @@ type Report struct {
 	Legs          []Leg
 	Phases        []Phase
 	PhaseChart    *Chart
-	Programming   *Programming
+	// Programming and CNILatency are the figures, when they ran.
+	Programming *Figure
+	CNILatency  *Figure
 }
 
 // Env is what the legs ran against, each value ready to print ("—" when unknown).
@@ -107,15 +109,16 @@ type Phase struct {
 	Seconds string
 }
 
-// Programming is the network-programming latency table.
-type Programming struct {
+// Figure is a latency table: the programming figure (agent against
+// kube-proxy) or the svclb-cni one (enrolled pods against not).
+type Figure struct {
 	Title string
-	Rows  []ProgrammingRow
+	Rows  []FigureRow
 	Note  string
 }
 
-// ProgrammingRow is one component's quantiles, ready to print.
-type ProgrammingRow struct {
+// FigureRow is one component's quantiles, ready to print.
+type FigureRow struct {
 	Component, Metric, Samples, P50, P99 string
 }
 
@@ -128,6 +131,7 @@ func Build(in Input) Report {
 		SuiteFailures: in.suiteFailures(),
 	}
 	r.Legs = legsOf(in, r.Selection, zoneOf(in.Evidence))
+	r.SuiteFailures = append(r.SuiteFailures, figuresNotRun(r.Selection)...)
 	r.Passed = passed(r.Selection, r.Legs, r.Failures, r.SuiteFailures)
 	r.Status = "FAILED"
 	if r.Passed {
@@ -140,6 +144,7 @@ func Build(in Input) Report {
 		}
 		r.PhaseChart = phaseChart(in.Evidence.Phases)
 		r.Programming = programmingOf(in.Evidence.Programming)
+		r.CNILatency = cniLatencyOf(in.Evidence.CNILatency)
 	}
 	return r
 }
@@ -154,7 +159,11 @@ func tally(sel Selection, legs []Leg) string {
 			ok++
 		}
 	}
-	return fmt.Sprintf("%d of %d selected legs passed", ok, len(sel.Legs))
+	t := fmt.Sprintf("%d of %d selected legs passed", ok, len(sel.Legs))
+	if len(sel.Figures) > 0 {
+		t += "; figures selected: " + strings.Join(sel.Figures, ", ")
+	}
+	return t
 }
 
 func envOf(s *evidence.Set) Env {
@@ -301,17 +310,38 @@ func zoneOf(s *evidence.Set) func(string) string {
 	return func(node string) string { return zones[node] }
 }
 
-func programmingOf(p *evidence.Programming) *Programming {
+func programmingOf(p *evidence.Programming) *Figure {
 	if p == nil {
 		return nil
 	}
-	out := &Programming{Title: fmt.Sprintf("Network programming latency (%d EndpointSlice changes, same run)", p.Changes), Note: p.Note}
+	out := &Figure{Title: fmt.Sprintf("Network programming latency (%d EndpointSlice changes, same run)", p.Changes), Note: p.Note}
 	for _, c := range []struct {
 		name string
 		q    evidence.Quantiles
 	}{{"svclb agent", p.Agent}, {"kube-proxy", p.KubeProxy}} {
-		out.Rows = append(out.Rows, ProgrammingRow{Component: c.name, Metric: c.q.Metric, Samples: fmt.Sprintf("%.0f", c.q.Count),
+		out.Rows = append(out.Rows, FigureRow{Component: c.name, Metric: c.q.Metric, Samples: fmt.Sprintf("%.0f", c.q.Count),
 			P50: secs(c.q.P50, c.q.Count), P99: secs(c.q.P99, c.q.Count)})
+	}
+	return out
+}
+
+func cniLatencyOf(c *evidence.CNILatency) *Figure {
+	if c == nil {
+		return nil
+	}
+	out := &Figure{Title: fmt.Sprintf("svclb-cni: pod sandbox time, enrolled against not (%d pods of each)", c.PodsPerKind), Note: c.Note}
+	if c.NotEnrolled.P50 > 0 {
+		out.Title += fmt.Sprintf("; p50 %+.0f ms, %.2f× not enrolled", c.AddedP50, c.Enrolled.P50/c.NotEnrolled.P50)
+	}
+	if c.Chance != "" {
+		out.Note += " Chance: " + c.Chance
+	}
+	for _, k := range []struct {
+		name string
+		s    evidence.Spread
+	}{{"enrolled (svclb-cni captures)", c.Enrolled}, {"not enrolled (svclb-cni passes through)", c.NotEnrolled}} {
+		out.Rows = append(out.Rows, FigureRow{Component: k.name, Metric: "containerd RunPodSandbox", Samples: fmt.Sprint(k.s.Count),
+			P50: ms(k.s.P50, k.s.Count), P99: ms(k.s.P99, k.s.Count)})
 	}
 	return out
 }

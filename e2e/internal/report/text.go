@@ -230,6 +230,14 @@ func secs(v, count float64) string {
 	return fmt.Sprintf("%.0f ms", v*1000)
 }
 
+// ms prints a figure's milliseconds ("—" without samples).
+func ms(v float64, count int) string {
+	if count == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f ms", v)
+}
+
 func fmtDur(d time.Duration) string {
 	if d == 0 {
 		return "—"

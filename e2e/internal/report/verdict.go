@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/onsi/ginkgo/v2/types"
@@ -19,6 +20,11 @@ type Selection struct {
 	Filter string
 	// Legs are the selected legs in e2e/doc.go order.
 	Legs []string
+	// Figures are the selected specs that are not legs (the programming
+	// figure, the opt-in cni-latency one), by their first label.
+	Figures []string
+	// figureSpecs are their specs, for the verdict.
+	figureSpecs []types.SpecReport
 }
 
 func selectionOf(in Input) Selection {
@@ -37,12 +43,18 @@ func selectionOf(in Input) Selection {
 	for _, r := range in.Ginkgo {
 		for _, s := range r.SpecReports {
 			name := legOf(s)
-			if name == "" || slices.Contains(sel.Legs, name) || s.State == types.SpecStatePending {
+			if s.State == types.SpecStatePending || slices.Contains(sel.Legs, name) {
 				continue
 			}
 			// Ginkgo matches the suite's labels together with the spec's.
-			if match(append(slices.Clone(r.SuiteLabels), s.Labels()...)) {
+			if !match(append(slices.Clone(r.SuiteLabels), s.Labels()...)) {
+				continue
+			}
+			if name != "" {
 				sel.Legs = append(sel.Legs, name)
+			} else if s.LeafNodeType == types.NodeTypeIt && len(s.Labels()) > 0 {
+				sel.Figures = append(sel.Figures, s.Labels()[0])
+				sel.figureSpecs = append(sel.figureSpecs, s)
 			}
 		}
 	}
@@ -50,11 +62,24 @@ func selectionOf(in Input) Selection {
 	return sel
 }
 
+// figuresNotRun says which selected figures did not run to the end (a
+// failed one is a suite failure already).
+func figuresNotRun(sel Selection) []string {
+	var out []string
+	for _, s := range sel.figureSpecs {
+		if s.State != types.SpecStatePassed && !s.State.Is(types.SpecStateFailureStates) {
+			out = append(out, fmt.Sprintf("%s: selected but %s", s.FullText(), missingReason(s)))
+		}
+	}
+	return out
+}
+
 // passed is the run's verdict: the selection is known and not empty (an
-// unrecorded one has no legs), every leg shown (each selected leg has one,
+// unrecorded one has no legs; a figure alone, LEGS=cni-latency, is a
+// selection), every leg shown (each selected leg has one,
 // evidence or not) passed, and nothing failed outside the legs.
 func passed(sel Selection, legs []Leg, failures, suiteFailures []string) bool {
-	if len(sel.Legs) == 0 || len(failures) > 0 || len(suiteFailures) > 0 {
+	if len(sel.Legs)+len(sel.Figures) == 0 || len(failures) > 0 || len(suiteFailures) > 0 {
 		return false
 	}
 	for _, l := range legs {

@@ -232,3 +232,33 @@ func TestMarks(t *testing.T) {
 		}
 	}
 }
+
+// TestFigureOnlySelection: LEGS=cni-latency selects a figure and no leg. The run passes when
+// the figure ran and passed, and fails when it was skipped (interrupted) or failed; its
+// table is in the report.
+func TestFigureOnlySelection(t *testing.T) {
+	figure := func(st types.SpecState) []types.Report {
+		g := ginkgoRun("cni-latency", map[string]types.SpecState{"reach": types.SpecStateSkipped, "enroll": types.SpecStateSkipped})
+		g[0].SpecReports = append(g[0].SpecReports,
+			types.SpecReport{LeafNodeType: types.NodeTypeIt, ContainerHierarchyTexts: []string{"svclb-cni ADD latency"},
+				ContainerHierarchyLabels: [][]string{{"cni-latency", "opt-in"}}, LeafNodeText: "times the sandboxes", State: st},
+			types.SpecReport{LeafNodeType: types.NodeTypeIt, ContainerHierarchyTexts: []string{"network programming latency"},
+				ContainerHierarchyLabels: [][]string{{"programming"}}, LeafNodeText: "compares", State: types.SpecStateSkipped})
+		return g
+	}
+	set := &evidence.Set{CNILatency: &evidence.CNILatency{PodsPerKind: 50,
+		Enrolled: evidence.Spread{Count: 50, P50: 740, P99: 1200}, NotEnrolled: evidence.Spread{Count: 50, P50: 590, P99: 900}, AddedP50: 150}}
+	r := Build(Input{Evidence: set, Ginkgo: figure(types.SpecStatePassed)})
+	if !r.Passed || !slices.Equal(r.Selection.Figures, []string{"cni-latency"}) || len(r.Selection.Legs) != 0 {
+		t.Fatalf("figure passed: Passed=%v selection %+v (%s) %v", r.Passed, r.Selection, r.Tally, r.SuiteFailures)
+	}
+	if r.CNILatency == nil || len(r.CNILatency.Rows) != 2 || r.CNILatency.Rows[0].P50 != "740 ms" ||
+		!strings.Contains(r.CNILatency.Title, "1.25× not enrolled") {
+		t.Errorf("cni-latency table %+v", r.CNILatency)
+	}
+	for _, st := range []types.SpecState{types.SpecStateSkipped, types.SpecStateFailed, types.SpecStateInterrupted} {
+		if r := Build(Input{Evidence: set, Ginkgo: figure(st)}); r.Passed {
+			t.Errorf("figure %s: the run passed", st)
+		}
+	}
+}

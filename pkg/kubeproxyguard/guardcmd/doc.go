@@ -1,8 +1,11 @@
 // Package guardcmd is the svclb-guard command line:
 //
-//	svclb-guard run    [--kubeconfig F] [--listen :9751] [--resync 1s]
+//	svclb-guard run    [--kubeconfig F] [--listen :9751] [--resync 1s] [--namespace-selector SEL]
 //	    DaemonSet mode: guard the Services labelled svclb.dev/kube-proxy=deleted
-//	    on this node (NODE_NAME), serve /status, /metrics, /healthz.
+//	    on this node (NODE_NAME), serve /status, /metrics, /healthz. With
+//	    --namespace-selector (e.g. svclb.dev/mesh=enabled, the namespaces
+//	    svclb-cni enrolls) also every Service of the matching namespaces,
+//	    never default/kubernetes.
 //	svclb-guard list   [--json]
 //	    print the Services that have objects in table ip kube-proxy.
 //	svclb-guard delete [--timeout 30s] NS/NAME...

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -29,7 +30,8 @@ var DefaultListen = fmt.Sprintf(":%d", contract.GuardPort)
 var usage = `usage: svclb-guard <command> [flags]
 
 commands:
-  run     guard the Services labelled ` + kubeproxyguard.Selector.String() + ` (DaemonSet mode; node name from NODE_NAME)
+  run     guard the Services labelled ` + kubeproxyguard.Selector.String() + ` (DaemonSet mode; node name from NODE_NAME),
+          and with -namespace-selector every Service of the namespaces it matches
   list    print the Services that have objects in table ip kube-proxy
   delete  NS/NAME...  delete their kube-proxy objects once
   watch   NS/NAME...  keep deleting them until interrupted (no apiserver)
@@ -127,11 +129,18 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	listen := fs.String("listen", DefaultListen, "address of /status, /metrics and /healthz")
 	resync := fs.Duration("resync", time.Second, "period of the full reconcile behind the nft monitor")
 	node := fs.String("node", os.Getenv("NODE_NAME"), "this node's name (reported in /status)")
+	nsSelector := fs.String("namespace-selector", "",
+		"also guard every Service of the namespaces this label selector matches (svclb-cni's enrolled namespaces, e.g. "+
+			contract.DefaultNamespaceSelector+"), never default/kubernetes; empty: the labelled Services only")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	nsSel, err := namespaceSelector(*nsSelector)
+	if err != nil {
+		return err
 	}
 	log := logger(stderr, *v)
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -151,14 +160,30 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	errc := make(chan error, 3)
 	go func() { errc <- serve(ctx, *listen, g.Handler(), log) }()
 	go func() { errc <- g.Run(ctx) }()
-	go func() { errc <- kubeproxyguard.WatchServices(ctx, client, g) }()
-	log.Info("svclb-guard running", "node", *node, "listen", *listen, "selector", kubeproxyguard.Selector.String())
+	if nsSel == nil {
+		go func() { errc <- kubeproxyguard.WatchServices(ctx, client, g) }()
+	} else {
+		go func() { errc <- kubeproxyguard.WatchServicesByNamespace(ctx, client, nsSel, g) }()
+	}
+	log.Info("svclb-guard running", "node", *node, "listen", *listen, "selector", kubeproxyguard.Selector.String(), "namespaceSelector", *nsSelector)
 	err = <-errc // the first to end ends all
 	cancel()
 	for range 2 {
 		err = errors.Join(err, <-errc)
 	}
 	return err
+}
+
+// namespaceSelector parses -namespace-selector: nil for "" (label mode).
+func namespaceSelector(s string) (labels.Selector, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	sel, err := labels.Parse(s)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("-namespace-selector %q: %w", s, err)}
+	}
+	return sel, nil
 }
 
 // serve serves h on addr until ctx ends ("" serves nothing).

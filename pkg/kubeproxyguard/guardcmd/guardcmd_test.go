@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 func TestMainUsage(t *testing.T) {
@@ -24,6 +26,8 @@ func TestMainUsage(t *testing.T) {
 		{[]string{"delete", "default/demo", "default/kubernetes"}, 2, `"default/kubernetes": refusing: the apiserver's Service`},
 		{[]string{"watch", "default/kubernetes"}, 2, "stays on kube-proxy's path"},
 		{[]string{"list", "-h"}, 0, "-json"},
+		{[]string{"run", "-namespace-selector", "svclb.dev/mesh in (enabled"}, 2, "-namespace-selector"},
+		{[]string{"run", "-h"}, 0, "-namespace-selector"},
 	} {
 		var out, errb bytes.Buffer
 		code := Main(context.Background(), tc.args, &out, &errb)
@@ -37,5 +41,19 @@ func TestParseServices(t *testing.T) {
 	got, err := parseServices([]string{"default/demo", "kube-system/kube-dns"})
 	if err != nil || len(got) != 2 || got[1].Namespace != "kube-system" || got[1].Name != "kube-dns" {
 		t.Fatalf("got %v, %v", got, err)
+	}
+}
+
+// TestNamespaceSelector: empty is label mode; a malformed selector is a usage error.
+func TestNamespaceSelector(t *testing.T) {
+	if sel, err := namespaceSelector(" "); sel != nil || err != nil {
+		t.Errorf("empty: got %v, %v; want label mode", sel, err)
+	}
+	sel, err := namespaceSelector(contract.DefaultNamespaceSelector)
+	if err != nil || sel.String() != contract.DefaultNamespaceSelector {
+		t.Errorf("default: got %v, %v", sel, err)
+	}
+	if _, err := namespaceSelector("!"); err == nil {
+		t.Error("a malformed selector is accepted")
 	}
 }

@@ -1,0 +1,280 @@
+// Enrollment: the agent's side of the CNI plugin's socket (package enroll). It decides from
+// the informers whether a pod is enrolled, records the pods the plugin set up, and gives the
+// syncer their capture listeners with the netns path the plugin reported (no search by IP).
+
+package agent
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/aether-mesh/svclb/internal/enroll"
+	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/contract"
+)
+
+// podLookupTimeout bounds how long a decision waits for the pod to reach the informer: the
+// kubelet creates the sandbox of a pod it saw on its own watch, so ours is at most moments
+// behind.
+const podLookupTimeout = 10 * time.Second
+
+// EnrollmentStatus is the /status view of enrollment.
+type EnrollmentStatus struct {
+	NamespaceSelector string `json:"namespaceSelector"`
+	// Enrolled are the pods the plugin set up ("namespace/name").
+	Enrolled []string `json:"enrolled"`
+	// Uncaptured are running pods the selector enrolls that the plugin never saw (they
+	// started before it was installed): restart them to capture them.
+	Uncaptured []string `json:"uncaptured"`
+}
+
+// enrollment implements enroll.Handler.
+type enrollment struct {
+	log        *slog.Logger
+	node       string
+	pods       cache.Store // every pod on this node
+	namespaces cache.Store
+	file       string // where the enrolled pods persist across restarts; empty: nowhere
+	changed    func() // the syncer rebuilds the listeners
+	poll       time.Duration
+
+	enrolledGauge, uncapturedGauge prometheus.Gauge
+	requests                       *prometheus.HistogramVec
+
+	mu       sync.Mutex
+	selector labels.Selector
+	selText  string
+	byUID    map[string]enroll.Pod // pods the plugin added, by pod UID
+}
+
+// newEnrollment reads pods (this node's) and namespaces from the informers; changed is called
+// when the listeners or the status may differ (a pod added or deleted, the selector or a
+// namespace changed).
+func newEnrollment(log *slog.Logger, node string, pods cache.Store, namespaces cache.SharedIndexInformer, file string,
+	reg prometheus.Registerer, changed func()) (*enrollment, error) {
+	e := &enrollment{
+		log: log, node: node, pods: pods, namespaces: namespaces.GetStore(), file: file, changed: changed, poll: 50 * time.Millisecond,
+		enrolledGauge:   prometheus.NewGauge(prometheus.GaugeOpts{Name: contract.MetricEnrolledPods, Help: "Pods on this node captured through the CNI plugin."}),
+		uncapturedGauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: contract.MetricEnrolledUncaptured, Help: "Running pods on this node the namespace selector enrolls but the CNI plugin never set up (started before it was installed)."}),
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    contract.MetricCNIRequestDuration,
+			Help:    "The agent's part of a CNI plugin request: the decision and, for an ADD of an enrolled pod, until its capture listener listens.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 1.5, 30), // 0.5 ms .. ~64 s
+		}, []string{"op", "enrolled", "result"}),
+		byUID: map[string]enroll.Pod{},
+	}
+	for _, c := range []prometheus.Collector{e.enrolledGauge, e.uncapturedGauge, e.requests} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("enrollment metrics: %w", err)
+		}
+	}
+	e.setSelector(nil)
+	// A namespace relabelled changes which running pods are enrolled but uncaptured.
+	if _, err := namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { e.changed() }, UpdateFunc: func(any, any) { e.changed() }, DeleteFunc: func(any) { e.changed() },
+	}); err != nil {
+		return nil, fmt.Errorf("namespace event handler: %w", err)
+	}
+	return e, nil
+}
+
+// setSelector reads the namespace selector from the agent ConfigMap (nil: the default). A
+// selector that does not parse keeps the previous one.
+func (e *enrollment) setSelector(o any) {
+	text := contract.DefaultNamespaceSelector
+	if cm, ok := o.(*corev1.ConfigMap); ok {
+		if v, ok := cm.Data[contract.KeyNamespaceSelector]; ok {
+			text = v
+		}
+	}
+	sel, err := labels.Parse(text)
+	if err != nil {
+		e.log.Error("ignoring unparsable namespace selector in ConfigMap", "configmap", contract.Namespace+"/"+contract.AgentConfigMap,
+			"key", contract.KeyNamespaceSelector, "value", text, "error", err)
+		return
+	}
+	e.mu.Lock()
+	moved := text != e.selText
+	e.selector, e.selText = sel, text
+	e.mu.Unlock()
+	if moved && e.changed != nil {
+		e.changed()
+	}
+}
+
+// decide is the enrollment rule: never hostNetwork, never a pod labelled out, else its
+// namespace's labels against the selector.
+func (e *enrollment) decide(pod *corev1.Pod) enroll.Decision {
+	switch {
+	case pod.Spec.HostNetwork:
+		return enroll.Decision{Reason: "hostNetwork"}
+	case pod.Labels[contract.MeshLabel] == contract.MeshDisabled:
+		return enroll.Decision{Reason: fmt.Sprintf("pod label %s=%s", contract.MeshLabel, contract.MeshDisabled)}
+	}
+	o, ok, _ := e.namespaces.GetByKey(pod.Namespace)
+	ns, _ := o.(*corev1.Namespace)
+	if !ok || ns == nil {
+		return enroll.Decision{Reason: "namespace " + pod.Namespace + " not known"}
+	}
+	e.mu.Lock()
+	sel, text := e.selector, e.selText
+	e.mu.Unlock()
+	if !sel.Matches(labels.Set(ns.Labels)) {
+		return enroll.Decision{Reason: fmt.Sprintf("namespace %s does not match %q", ns.Name, text)}
+	}
+	return enroll.Decision{Enrolled: true, Reason: fmt.Sprintf("namespace %s matches %q", ns.Name, text)}
+}
+
+// lookup waits for the pod (and the UID the plugin saw) in the informer.
+func (e *enrollment) lookup(ctx context.Context, p enroll.Pod) (*corev1.Pod, error) {
+	var pod *corev1.Pod
+	ctx, cancel := context.WithTimeout(ctx, podLookupTimeout)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, e.poll, true, func(context.Context) (bool, error) {
+		o, ok, _ := e.pods.GetByKey(p.Namespace + "/" + p.Name)
+		pod, _ = o.(*corev1.Pod)
+		return ok && pod != nil && (p.UID == "" || string(pod.UID) == p.UID), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pod %s (uid %s) is not in the agent's informer of node %s: %w", p, p.UID, e.node, err)
+	}
+	return pod, nil
+}
+
+// Decide implements enroll.Handler.
+func (e *enrollment) Decide(ctx context.Context, p enroll.Pod) (enroll.Decision, error) {
+	pod, err := e.lookup(ctx, p)
+	if err != nil {
+		return enroll.Decision{}, err
+	}
+	return e.decide(pod), nil
+}
+
+// Add implements enroll.Handler: record the pod, have the syncer publish its listener, wait
+// until the proxy bound it in the pod's netns.
+func (e *enrollment) Add(ctx context.Context, p enroll.Pod) error {
+	if p.UID == "" {
+		pod, err := e.lookup(ctx, p)
+		if err != nil {
+			return err
+		}
+		p.UID = string(pod.UID)
+	}
+	e.mu.Lock()
+	old, had := e.byUID[p.UID]
+	e.byUID[p.UID] = p
+	e.mu.Unlock()
+	if !had || old != p {
+		e.save()
+		e.changed()
+	}
+	e.log.Info("pod enrolled by the CNI plugin", "pod", p.String(), "netns", p.Netns, "ip", p.IP)
+	return enroll.WaitListening(ctx, p.Netns, contract.CapturePort, e.poll)
+}
+
+// Observe implements enroll.Observer.
+func (e *enrollment) Observe(op enroll.Op, enrolled bool, took time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	e.requests.WithLabelValues(string(op), strconv.FormatBool(enrolled), result).Observe(took.Seconds())
+}
+
+// Ready implements enroll.Handler.
+func (e *enrollment) Ready(ctx context.Context, p enroll.Pod) error {
+	return enroll.WaitListening(ctx, p.Netns, contract.CapturePort, e.poll)
+}
+
+// Del implements enroll.Handler: by sandbox, so the DEL of a pod's old sandbox does not drop
+// its new one; by UID only when the runtime named no sandbox.
+func (e *enrollment) Del(_ context.Context, p enroll.Pod) error {
+	e.mu.Lock()
+	n := len(e.byUID)
+	for uid, q := range e.byUID {
+		if (p.ContainerID != "" && q.ContainerID == p.ContainerID) || (p.ContainerID == "" && uid == p.UID) {
+			delete(e.byUID, uid)
+		}
+	}
+	gone := len(e.byUID) != n
+	e.mu.Unlock()
+	if gone {
+		e.save()
+		e.changed()
+	}
+	return nil
+}
+
+// capturedPods are the plugin-enrolled pods whose object is still in the informer; entries
+// whose pod is gone are dropped (a DEL the agent missed while down).
+func (e *enrollment) capturedPods() []translate.CapturedPod {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	var out []translate.CapturedPod
+	dropped := false
+	for uid, p := range e.byUID {
+		o, ok, _ := e.pods.GetByKey(p.Namespace + "/" + p.Name)
+		pod, _ := o.(*corev1.Pod)
+		if !ok || pod == nil || string(pod.UID) != uid {
+			delete(e.byUID, uid)
+			dropped = true
+			continue
+		}
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		out = append(out, translate.CapturedPod{Namespace: p.Namespace, Name: p.Name, NetnsPath: p.Netns})
+	}
+	e.mu.Unlock()
+	if dropped {
+		e.save()
+	}
+	slices.SortFunc(out, func(a, b translate.CapturedPod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// status lists the enrolled pods and the enrolled-but-uncaptured ones, and sets the gauges.
+func (e *enrollment) status() *EnrollmentStatus {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	st := &EnrollmentStatus{NamespaceSelector: e.selText, Enrolled: []string{}, Uncaptured: []string{}}
+	uids := map[string]bool{}
+	for uid, p := range e.byUID {
+		uids[uid] = true
+		st.Enrolled = append(st.Enrolled, p.String())
+	}
+	e.mu.Unlock()
+	for _, o := range e.pods.List() {
+		pod, ok := o.(*corev1.Pod)
+		if !ok || uids[string(pod.UID)] || pod.Labels[contract.CapturedLabel] == "true" ||
+			pod.Status.Phase != corev1.PodRunning || pod.Spec.NodeName != e.node {
+			continue
+		}
+		if e.decide(pod).Enrolled {
+			st.Uncaptured = append(st.Uncaptured, pod.Namespace+"/"+pod.Name)
+		}
+	}
+	slices.Sort(st.Enrolled)
+	slices.Sort(st.Uncaptured)
+	e.enrolledGauge.Set(float64(len(st.Enrolled)))
+	e.uncapturedGauge.Set(float64(len(st.Uncaptured)))
+	return st
+}

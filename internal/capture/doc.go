@@ -1,0 +1,24 @@
+// Package capture installs the mark-and-divert rules that send a meshed pod's
+// outbound TCP to the node proxy's transparent listener on :18001, inside the
+// pod's own network namespace, and tells when that listener exists.
+//
+// It is the one implementation behind both ways a pod is meshed: the init
+// container cmd/svclb-capture (Install in its own namespace, then
+// WaitForListener) and the chained CNI plugin cmd/svclb-cni
+// (internal/cniplugin: Install, Check and Uninstall on the sandbox's netns
+// path; the agent waits with ListeningIn). Tests check a namespace through
+// fixtures/capture, which calls this package.
+//
+// The data path: an OUTPUT route chain marks the pod's TCP with Mark; a policy
+// rule (fwmark Mark → table RouteTable) with a `local 0.0.0.0/0 dev lo` route
+// loops marked packets back through lo; a PREROUTING chain on lo TPROXYs them to
+// the listener, which sees the original destination as its local address.
+// Everything is done with google/nftables and vishvananda/netlink (no shell).
+//
+// Files:
+//
+//	capture.go          Config, Install, Uninstall, the ruleset (testdata/ruleset.golden)
+//	check.go            Check (what is missing) and Remains (what is left)
+//	listening_netns.go  ListeningIn: a listener in another netns, by sock_diag
+//	wait.go             Listening, WaitForListener: in the caller's own netns
+package capture

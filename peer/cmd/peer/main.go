@@ -1,0 +1,281 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"sigs.k8s.io/e2e-framework/klient"
+
+	"github.com/aether-mesh/svclb/fixtures/cluster"
+	"github.com/aether-mesh/svclb/fixtures/manifests"
+	"github.com/aether-mesh/svclb/peer/internal/enroll"
+	"github.com/aether-mesh/svclb/peer/internal/specs"
+)
+
+type options struct {
+	kubeconfig, clusterName string
+	e2eTest, kubectl        string
+	setFile, focus          string
+	phases                  []string
+	artifacts, docsLink     string
+	enroll                  enroll.Options
+	phaseTimeout            time.Duration
+	shards                  int
+	reportOnly              bool
+	set                     []string
+}
+
+var start = time.Now()
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[e2e-peer %6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func main() {
+	var o options
+	var phases string
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "_output/kubeconfig", "kubeconfig of the kind cluster")
+	flag.StringVar(&o.clusterName, "cluster", "svclb", "kind cluster name")
+	flag.StringVar(&o.e2eTest, "e2e-test", "_output/bin/k8s-e2e.test", "Kubernetes' e2e binary (go test -c k8s.io/kubernetes/test/e2e)")
+	flag.StringVar(&o.kubectl, "kubectl", "_output/bin/kubectl", "kubectl of the same version, for --kubectl-path")
+	flag.StringVar(&o.setFile, "set", "peer/focus.txt", "the set: one spec name per line")
+	flag.StringVar(&o.focus, "focus", "", "--ginkgo.focus regex instead of the set's (the report still lists the set)")
+	flag.StringVar(&phases, "phases", "red,green", "phases to run, in order: kube-proxy, red, green (comma or space separated)")
+	flag.StringVar(&o.artifacts, "artifacts", "_artifacts/peer", "report directory (one subdirectory per phase)")
+	flag.StringVar(&o.docsLink, "docs-link", "../../docs/peer.md", "docs/peer.md as the report links it from the artifacts directory")
+	flag.StringVar(&o.enroll.Selector, "selector", "e2e-framework in (services,traffic-distribution)", "namespace selector enrolling the e2e framework's namespaces (it labels them e2e-framework=<baseName>)")
+	flag.StringVar(&o.enroll.Cut, "cut", enroll.CutLabel, "who cuts the enrolled namespaces' Services: guard (its namespace-selector flag) or label (this runner labels them)")
+	flag.StringVar(&o.enroll.GuardFlag, "guard-flag", "namespace-selector", "the guard's namespace-selector flag (-cut=guard)")
+	flag.StringVar(&o.enroll.Proxy, "proxy", manifests.ProxyBuiltin, "node proxy: builtin or envoy")
+	flag.StringVar(&o.enroll.EnvoyImage, "envoy-image", "", "Envoy image for -proxy=envoy (default: fixtures/envoy's)")
+	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 8*time.Minute, "bound of one phase's e2e.test run")
+	flag.IntVar(&o.shards, "shards", 0, "e2e.test processes per phase, each running a share of the set side by side (upstream runs these specs in parallel too: none is [Serial]); 0: 8 for red (each red spec waits out a 2-minute timeout), 5 otherwise; 1 with -focus")
+	flag.BoolVar(&o.reportOnly, "report-only", false, "only rebuild report.md and peer.json from the phases in -artifacts")
+	flag.Parse()
+	o.phases = strings.FieldsFunc(phases, func(r rune) bool { return r == ',' || r == ' ' })
+	o.enroll.Log = logf
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, o)
+	stop()
+	if err != nil {
+		logf("FAILED: %v", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	set, err := specs.ReadSet(o.setFile)
+	if err != nil {
+		return err
+	}
+	o.set = set
+	var runErr error
+	if !o.reportOnly {
+		runErr = runPhases(ctx, o)
+	}
+	rep, err := specs.Build(o.artifacts, set)
+	if err != nil {
+		return errors.Join(runErr, err)
+	}
+	if err := rep.Write(o.artifacts, o.docsLink); err != nil {
+		return errors.Join(runErr, err)
+	}
+	fmt.Print(rep.Markdown(o.docsLink))
+	logf("report: %s", filepath.Join(o.artifacts, "report.md"))
+	if rep.Failed() {
+		runErr = errors.Join(runErr, fmt.Errorf("the report has %d FAIL, %d NOT RUN", rep.Counts[specs.Fail], rep.Counts[specs.NotRun]))
+	}
+	return runErr
+}
+
+func runPhases(ctx context.Context, o options) (retErr error) {
+	for _, ph := range o.phases {
+		if !slices.Contains(specs.AllPhases, ph) {
+			return fmt.Errorf("phase %q: want one of %v", ph, specs.AllPhases)
+		}
+	}
+	kc, err := klient.NewWithKubeConfigFile(o.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", o.kubeconfig, err)
+	}
+	c, err := cluster.New(ctx, o.clusterName, kc)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.artifacts, 0o755); err != nil {
+		return err
+	}
+	var enrolled *enroll.Enrolled
+	defer func() {
+		if enrolled == nil {
+			return
+		}
+		// The run's context may be cancelled (Ctrl-C): restore on a fresh one.
+		rctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		t0 := time.Now()
+		if err := enrolled.Restore(rctx); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+		logf("restored in %.0fs", time.Since(t0).Seconds())
+	}()
+	var errs []error
+	for _, ph := range o.phases {
+		setup := "nothing enrolled, nothing cut: plain kube-proxy"
+		if ph != specs.PhaseKubeProxy {
+			if enrolled == nil {
+				t0 := time.Now()
+				enrolled, err = enroll.Enroll(ctx, c, o.enroll)
+				if err != nil {
+					return fmt.Errorf("enroll: %w", err)
+				}
+				logf("enrolled in %.0fs: %s", time.Since(t0).Seconds(), o.enroll.Describe())
+			}
+			on := ph == specs.PhaseGreen
+			if err := enrolled.Phase(ctx, on); err != nil {
+				return err
+			}
+			setup = fmt.Sprintf("%s; agent phase1=phase2=%v", o.enroll.Describe(), on)
+		} else if enrolled != nil {
+			return errors.New("phase kube-proxy must come before red and green")
+		}
+		if err := runE2E(ctx, o, ph, setup); err != nil {
+			errs = append(errs, err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// focuses are the --ginkgo.focus of each e2e.test process of phase.
+func focuses(o options, phase string) []string {
+	if o.focus != "" {
+		return []string{o.focus}
+	}
+	n := o.shards
+	if n <= 0 {
+		n = 5
+		if phase == specs.PhaseRed {
+			n = 8
+		}
+	}
+	var out []string
+	for _, share := range specs.Shares(o.set, n) {
+		out = append(out, specs.Focus(share))
+	}
+	return out
+}
+
+// runE2E runs phase into <artifacts>/<phase>: one e2e.test per focus, side by
+// side, each with its own report directory shard-<i>.
+func runE2E(ctx context.Context, o options, phase, setup string) error {
+	dir := filepath.Join(o.artifacts, phase)
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	kubectl, err := filepath.Abs(o.kubectl)
+	if err != nil {
+		return err
+	}
+	fs := focuses(o, phase)
+	run := specs.PhaseRun{Phase: phase, Started: time.Now(), Setup: setup, Focus: fs, Shards: len(fs)}
+	logf("phase %s: %s; %d e2e.test side by side (logs: %s/shard-*/e2e.log)", phase, setup, len(fs), dir)
+	// Ginkgo stops itself at --ginkgo.timeout; the context's bound is a minute later.
+	rctx, cancel := context.WithTimeout(ctx, o.phaseTimeout+time.Minute)
+	defer cancel()
+	codes := make([]int, len(fs))
+	errs := make([]error, len(fs))
+	var wg sync.WaitGroup
+	for i, focus := range fs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], errs[i] = shard(rctx, o, kubectl, filepath.Join(dir, fmt.Sprintf("shard-%d", i+1)), focus, fmt.Sprintf("%s/%d", phase, i+1))
+		}()
+	}
+	wg.Wait()
+	run.Seconds = time.Since(run.Started).Seconds()
+	for _, c := range codes {
+		if c != 0 && run.ExitCode == 0 {
+			run.ExitCode = c
+		}
+	}
+	logf("phase %s: e2e.test exit %v after %.0fs", phase, codes, run.Seconds)
+	err = errors.Join(errs...)
+	if werr := specs.WritePhase(o.artifacts, run); werr != nil {
+		return errors.Join(err, werr)
+	}
+	if err != nil {
+		return fmt.Errorf("phase %s: %w", phase, err)
+	}
+	return nil
+}
+
+// shard runs e2e.test once with focus into dir and returns its exit code
+// (-1 when it could not run, with the error).
+func shard(ctx context.Context, o options, kubectl, dir, focus, label string) (int, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return -1, err
+	}
+	log, err := os.Create(filepath.Join(dir, "e2e.log"))
+	if err != nil {
+		return -1, err
+	}
+	defer log.Close()
+	cmd := exec.CommandContext(ctx, o.e2eTest,
+		"--kubeconfig="+o.kubeconfig, "--provider=skeleton", "--kubectl-path="+kubectl,
+		"--report-dir="+dir, "--dump-logs-on-failure=false",
+		"--ginkgo.focus="+focus, "--ginkgo.v", "--ginkgo.no-color",
+		"--ginkgo.timeout="+o.phaseTimeout.String())
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(log, pw), io.MultiWriter(log, pw)
+	done := make(chan struct{})
+	go func() { progress(pr, label); close(done) }()
+	err = cmd.Run()
+	_ = pw.Close()
+	<-done
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+		return ee.ExitCode(), nil
+	} else if err != nil {
+		return -1, fmt.Errorf("e2e.test: %w", err)
+	}
+	return 0, nil
+}
+
+// progress prints each finished spec (Ginkgo -v prints its name first, its
+// result line "• [12.3 seconds]", "• [FAILED] …", "S [SKIPPED] …" last) and
+// Ginkgo's summary.
+func progress(r io.Reader, phase string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	name := ""
+	for sc.Scan() {
+		l := sc.Text()
+		switch {
+		case strings.HasPrefix(l, specs.Prefix):
+			name = l
+		case name != "" && (strings.HasPrefix(l, "• [") || strings.HasPrefix(l, "S [") || strings.HasPrefix(l, "P [")):
+			logf("phase %s: %s %s", phase, strings.TrimSpace(l), name)
+			name = ""
+		case strings.HasPrefix(l, "Ran "), strings.HasPrefix(l, "FAIL!"), strings.HasPrefix(l, "SUCCESS!"):
+			logf("phase %s: %s", phase, l)
+		}
+	}
+	_, _ = io.Copy(io.Discard, r)
+}

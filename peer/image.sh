@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Build registry.k8s.io/e2e-test-images/agnhost:<version> without a registry:
+# the agnhost binary (peer/tools) on a minimal Debian rootfs holding what
+# Kubernetes' network specs exec in it: /bin/sh, curl, wget, nc (OpenBSD
+# flavour), seq, date, sleep (coreutils), ss (iproute2). Upstream's image is
+# Alpine-based (test/images/agnhost/Dockerfile); the rest of its layout is
+# copied: /agnhost as ENTRYPOINT with CMD pause, /agnhost-2, /uploads,
+# porter's localhost.crt/key, user 1000 in group 50000.
+#
+# Called by `make peer-image` (peer/peer.mk). Environment: AGNHOST (binary),
+# AGNHOST_VERSION, AGNHOST_SRC (test/images/agnhost in the module cache),
+# IMAGE, WORK, DEBIAN_MIRROR. Caches: $WORK/rootfs (debootstrap, keyed by suite + packages)
+# and a label on $IMAGE holding the hash of every input.
+set -euo pipefail
+: "${AGNHOST:?}" "${AGNHOST_VERSION:?}" "${AGNHOST_SRC:?}" "${IMAGE:?}" "${WORK:?}" "${DEBIAN_MIRROR:?}"
+DEBIAN_SUITE=bookworm
+PACKAGES=curl,wget,netcat-openbsd,iproute2,ca-certificates
+ROOTFS_IMAGE=svclb/agnhost-rootfs:$DEBIAN_SUITE
+
+T0=$(date +%s)
+step() { printf '[peer-image %4ss] %s\n' "$(($(date +%s) - T0))" "$*"; }
+die() { echo "peer-image: $*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (debootstrap)"
+docker info >/dev/null 2>&1 || die "no Docker engine"
+command -v debootstrap >/dev/null || die "debootstrap missing (apt-get install debootstrap)"
+test -x "$AGNHOST" || die "$AGNHOST missing (make peer-tools)"
+test -f "$AGNHOST_SRC/porter/localhost.crt" || die "agnhost sources not found in $AGNHOST_SRC"
+# The e2e framework asks for the tag test/images/agnhost/VERSION names.
+[ "$(cat "$AGNHOST_SRC/VERSION")" = "$AGNHOST_VERSION" ] || die "agnhost is $(cat "$AGNHOST_SRC/VERSION") at this Kubernetes version, not $AGNHOST_VERSION: set PEER_AGNHOST_VERSION"
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)
+
+key="$DEBIAN_SUITE $PACKAGES"
+if [ ! -x "$WORK/rootfs/bin/sh" ] || [ "$(cat "$WORK/rootfs.key" 2>/dev/null)" != "$key" ]; then
+  step "debootstrap $DEBIAN_SUITE ($PACKAGES) from $DEBIAN_MIRROR (log: $WORK/debootstrap.log)"
+  rm -rf "$WORK/rootfs" "$WORK/rootfs.tmp" "$WORK/rootfs.key"
+  debootstrap --variant=minbase --include="$PACKAGES" "$DEBIAN_SUITE" "$WORK/rootfs.tmp" "$DEBIAN_MIRROR" \
+    >"$WORK/debootstrap.log" 2>&1 || die "debootstrap failed, see $WORK/debootstrap.log"
+  rm -rf "$WORK/rootfs.tmp/var/cache/apt/archives/"*.deb "$WORK/rootfs.tmp/var/lib/apt/lists/"*
+  for t in sh curl wget nc seq date sleep ss; do
+    chroot "$WORK/rootfs.tmp" sh -c "command -v $t" >/dev/null || die "rootfs lacks $t"
+  done
+  # OpenBSD's nc (-z, -w, -q as the specs use them), not traditional's.
+  chroot "$WORK/rootfs.tmp" readlink -f /bin/nc | grep -q openbsd || die "nc is not netcat-openbsd"
+  mv "$WORK/rootfs.tmp" "$WORK/rootfs"
+  echo "$key" >"$WORK/rootfs.key"
+fi
+
+hash=$({
+  echo "$IMAGE"
+  cat "$WORK/rootfs.key"
+  sha256sum "$0" "$AGNHOST" "$AGNHOST_SRC"/porter/localhost.* | cut -d' ' -f1
+} | sha256sum | cut -c1-16)
+if [ "$(docker image inspect -f '{{ index .Config.Labels "svclb.inputs" }}' "$IMAGE" 2>/dev/null)" = "$hash" ]; then
+  step "$IMAGE is up to date (inputs $hash)"
+  exit 0
+fi
+
+rkey=$(sha256sum <"$WORK/rootfs.key" | cut -c1-16)
+if [ "$(docker image inspect -f '{{ index .Config.Labels "svclb.rootfs" }}' "$ROOTFS_IMAGE" 2>/dev/null)" != "$rkey" ]; then
+  step "docker import $ROOTFS_IMAGE"
+  tar -C "$WORK/rootfs" --exclude='./proc/*' --exclude='./sys/*' --exclude='./dev/*' -c . |
+    docker import -c "LABEL svclb.rootfs=$rkey" - "$ROOTFS_IMAGE" >/dev/null
+fi
+
+ctx=$WORK/ctx
+rm -rf "$ctx" && mkdir -p "$ctx"
+cp "$AGNHOST" "$ctx/agnhost"
+cp "$AGNHOST_SRC"/porter/localhost.crt "$AGNHOST_SRC"/porter/localhost.key "$ctx/"
+cat >"$ctx/Dockerfile" <<DOCKERFILE
+FROM $ROOTFS_IMAGE
+COPY agnhost localhost.crt localhost.key /
+RUN ln -s agnhost /agnhost-2 && mkdir /uploads \\
+ && groupadd -g 50000 group-defined-in-image \\
+ && useradd -u 1000 -M -N -G group-defined-in-image user-defined-in-image
+EXPOSE 80 8080 8081 9376 5000
+LABEL svclb.inputs=$hash
+ENTRYPOINT ["/agnhost"]
+CMD ["pause"]
+DOCKERFILE
+step "docker build $IMAGE"
+out=$(docker build -q -t "$IMAGE" "$ctx" 2>&1) || { echo "$out" >&2; die "docker build $IMAGE failed"; }
+rm -rf "$ctx"
+step "done: $IMAGE (inputs $hash)"

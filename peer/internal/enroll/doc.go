@@ -1,0 +1,12 @@
+// Package enroll puts Kubernetes' own e2e namespaces through the agent and
+// takes them out again: the node DaemonSet with svclb-cni (fixtures/agent,
+// fixtures/manifests), the agent's namespace selector matching the namespaces
+// the e2e framework creates (it labels each e2e-framework=<baseName>), and
+// every Service in them cut from kube-proxy — by the guard's namespace
+// selector, or, while the guard has no such mode, by labelling each Service
+// svclb.dev/kube-proxy=deleted as it appears (Labeler).
+//
+// Restore puts back what Enroll found: the agent ConfigMap's keys, the node
+// DaemonSet without the plugin (its conflist entry removed), the guard as the
+// suite deploys it (guard.Defaults).
+package enroll

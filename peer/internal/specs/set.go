@@ -1,0 +1,98 @@
+package specs
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// Prefix is the container text of every spec of the set (common.SIGDescribe).
+const Prefix = "[sig-network] "
+
+// ReadSet reads the set's spec names (peer/focus.txt): one per line, the text
+// after Prefix; blank lines and lines starting with # are left out.
+func ReadSet(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the set: %w", err)
+	}
+	defer f.Close()
+	var names []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		names = append(names, l)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read the set %s: %w", path, err)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("the set %s names no spec", path)
+	}
+	return names, nil
+}
+
+// Focus is the --ginkgo.focus regex that selects exactly names.
+func Focus(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = regexp.QuoteMeta(n)
+	}
+	return regexp.QuoteMeta(Prefix) + "(" + strings.Join(q, "|") + ")"
+}
+
+// Matches says whether Ginkgo's full text of a spec is set entry name: the
+// entry, then the end or the labels Ginkgo appends (" [Conformance]").
+func Matches(fullText, name string) bool {
+	rest, ok := strings.CutPrefix(fullText, Prefix+name)
+	return ok && (rest == "" || strings.HasPrefix(rest, " "))
+}
+
+// Find is the result of set entry name in a run's results (Absent when the
+// run has none).
+func Find(results map[string]Result, name string) Result {
+	for full, r := range results {
+		if Matches(full, name) {
+			return r
+		}
+	}
+	return Result{Name: Prefix + name, State: Absent}
+}
+
+// Alone are the set's specs that run in a share of their own, with why.
+var Alone = map[string]string{
+	// execAffinityTestForSessionAffinityTimeout: 10 tries 125+5 s apart.
+	"Services should have session affinity timeout work for service with type clusterIP [LinuxOnly]": "when it fails it takes 10 × 130 s, longer than any phase",
+}
+
+// Shares deals the set into n shares, one per e2e.test process: each Alone
+// spec in a share of its own, the rest round-robin over the others. A set
+// smaller than n gets fewer.
+func Shares(set []string, n int) [][]string {
+	var alone, rest []string
+	for _, name := range set {
+		if _, ok := Alone[name]; ok {
+			alone = append(alone, name)
+		} else {
+			rest = append(rest, name)
+		}
+	}
+	var out [][]string
+	for _, name := range alone {
+		out = append(out, []string{name})
+	}
+	m := max(1, min(n-len(out), len(rest)))
+	if len(rest) == 0 {
+		return out
+	}
+	shares := make([][]string, m)
+	for i, name := range rest {
+		shares[i%m] = append(shares[i%m], name)
+	}
+	return append(out, shares...)
+}

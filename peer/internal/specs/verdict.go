@@ -1,0 +1,102 @@
+package specs
+
+import "strings"
+
+// Verdicts of a spec.
+const (
+	Pass              = "PASS"
+	ExpectedDeviation = "EXPECTED DEVIATION"
+	SkippedVerdict    = "SKIPPED"
+	Fail              = "FAIL"
+	NotRun            = "NOT RUN"
+)
+
+// Deviation is a difference from kube-proxy that Proposal 044 itself
+// declares. Anchor is its section in docs/peer.md, where the reason is
+// written once.
+type Deviation struct {
+	Anchor string `json:"anchor"`
+	Title  string `json:"title"`
+}
+
+// The declared deviations (docs/peer.md, "Expected deviations").
+var (
+	HostNetworkClients = Deviation{Anchor: "hostnetwork-clients-are-not-captured", Title: "hostNetwork clients are not captured"}
+	AffinityTimeout    = Deviation{Anchor: "sessionaffinityconfigtimeoutseconds-has-no-envoy-counterpart", Title: "sessionAffinityConfig.timeoutSeconds has no Envoy counterpart"}
+	RefusalAfterAccept = Deviation{Anchor: "a-refusal-is-close-after-accept-not-econnrefused", Title: "a refusal is close after accept, not ECONNREFUSED"}
+)
+
+// NodePortsCut is a known cause of FAIL outside the agent (docs/peer.md,
+// "Open failures"): it is named in the row; the verdict stays FAIL.
+var NodePortsCut = Deviation{Anchor: "nodeports-are-cut-with-their-service", Title: "the guard cuts the Service's NodePorts, which the proposal leaves to kube-proxy"}
+
+// Causes maps a set entry to the known cause of its failure.
+var Causes = map[string]Deviation{
+	"Services should fallback to terminating endpoints when there are no ready endpoints with externallTrafficPolicy=Cluster":    NodePortsCut,
+	"Services should fallback to local terminating endpoints when there are no ready endpoints with externalTrafficPolicy=Local": NodePortsCut,
+}
+
+// Deviations maps a set entry (peer/focus.txt) to the deviation it may show.
+// Only the entry named here may fail green as EXPECTED DEVIATION; any other
+// failure is FAIL.
+var Deviations = map[string]Deviation{
+	"Services should respect internalTrafficPolicy=Local Pod (hostNetwork: true) to Pod":             HostNetworkClients,
+	"Services should respect internalTrafficPolicy=Local Pod and Node, to Pod (hostNetwork: true)":   HostNetworkClients,
+	"Services should have session affinity timeout work for service with type clusterIP [LinuxOnly]": AffinityTimeout,
+	"Services should be rejected when no endpoints exist":                                            RefusalAfterAccept,
+}
+
+// Row is one spec of the set: its runs and its verdict.
+type Row struct {
+	// Spec is the set entry (peer/focus.txt).
+	Spec string `json:"spec"`
+	// Runs by phase name (red, green, kube-proxy).
+	Runs    map[string]Result `json:"runs"`
+	Verdict string            `json:"verdict"`
+	// Deviation is set for EXPECTED DEVIATION.
+	Deviation *Deviation `json:"deviation,omitempty"`
+	// Cause is the known cause of a FAIL (Causes).
+	Cause *Deviation `json:"cause,omitempty"`
+	// Note says what else the runs show (red passed: not served by the
+	// agent; a skip's reason).
+	Note string `json:"note,omitempty"`
+}
+
+// Judge gives a spec its verdict from its runs: the green run decides, the
+// red one adds a note when it did not fail (the agent was not what made the
+// spec pass). Without a green run the kube-proxy baseline decides.
+func Judge(spec string, runs map[string]Result) Row {
+	row := Row{Spec: spec, Runs: runs}
+	var notes []string
+	decide, ok := runs[PhaseGreen]
+	if !ok {
+		if decide, ok = runs[PhaseKubeProxy]; ok {
+			notes = append(notes, "no green run: the kube-proxy baseline's verdict")
+		}
+	}
+	switch {
+	case !ok || decide.State == Absent || decide.State == NotReached:
+		row.Verdict = NotRun
+	case decide.State == Passed:
+		row.Verdict = Pass
+	case decide.State == Skipped:
+		row.Verdict = SkippedVerdict
+		if decide.Message != "" {
+			notes = append(notes, "skip: "+decide.Message)
+		}
+	default:
+		if d, ok := Deviations[spec]; ok && decide.Name != "" {
+			row.Verdict, row.Deviation = ExpectedDeviation, &d
+		} else {
+			row.Verdict = Fail
+			if c, ok := Causes[spec]; ok {
+				row.Cause = &c
+			}
+		}
+	}
+	if red, ok := runs[PhaseRed]; ok && red.State == Passed {
+		notes = append(notes, "red passed: not served through the agent")
+	}
+	row.Note = strings.Join(notes, "; ")
+	return row
+}
