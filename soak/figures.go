@@ -32,6 +32,11 @@ type Figures struct {
 	Redeletions   []Redeletion    `json:"redeletions,omitempty"`
 	ProxyRestarts []ProxyRecovery `json:"proxyRestarts,omitempty"`
 	Growth        []Growth        `json:"growth"`
+	// ProxyNC is each node proxy's NC count over the load (the capture
+	// chains' downstream_cx_no_route); Refused sets it beside the NC
+	// refusals the agents logged.
+	ProxyNC map[string]int64 `json:"proxyNC,omitempty"`
+	Refused []RefusedRow     `json:"refused,omitempty"`
 	// Bounds are the figures with a bound; one not kept fails the run.
 	Bounds []Bound `json:"bounds"`
 }
@@ -42,6 +47,37 @@ type SplitRow struct {
 	Svc            int64  `json:"svc"`
 	PassthroughSvc int64  `json:"passthroughSvc"`
 	Passthrough    int64  `json:"passthrough"`
+}
+
+// RefusedRow is one node's NC closes as its proxy counted them and as its
+// agent logged them. The proxy's access log carries every NC close to the
+// agent, which logs each as a refusal: fewer logged than counted means
+// refusals lost between the two (or logged by an agent container since
+// replaced and not read before it was).
+type RefusedRow struct {
+	Node     string `json:"node"`
+	Proxy    int64  `json:"proxy"`
+	Agent    int64  `json:"agent"`
+	Unlogged int64  `json:"unlogged"`
+}
+
+// refusedRows compares each node's proxy NC count with the NC refusals its
+// agent logged since the load started (the last ones reach the log after
+// the load's end, when the proxy's access log is flushed).
+func refusedRows(r *Record) []RefusedRow {
+	logged := map[string]int64{}
+	for _, ref := range r.Refusals {
+		if ref.Flag == "NC" && !ref.Time.Before(r.LoadStart) {
+			logged[ref.Node]++
+		}
+	}
+	var out []RefusedRow
+	for _, n := range sortedKeys(r.Figures.ProxyNC) {
+		row := RefusedRow{Node: n, Proxy: r.Figures.ProxyNC[n], Agent: logged[n]}
+		row.Unlogged = max(row.Proxy-row.Agent, 0)
+		out = append(out, row)
+	}
+	return out
 }
 
 // ServiceShare is the part of the connections that went to the Service
@@ -359,6 +395,7 @@ func Analyze(r *Record) {
 			}
 		}
 	}
+	f.Refused = refusedRows(r)
 	f.Growth = GrowthOf(r.Samples)
 	bounds := slices.DeleteFunc(slices.Clone(f.Bounds), func(b Bound) bool { return strings.HasPrefix(b.What, "agent ") || strings.HasPrefix(b.What, "proxy ") })
 	f.Bounds = append(bounds, GrowthBounds(f.Growth)...)

@@ -218,6 +218,18 @@ func TestReached(t *testing.T) {
 	if ok, why := reached(evs, TargetRecreate, "10.96.0.9:80", at(0)); !ok {
 		t.Errorf("recovered at the new address: %s", why)
 	}
+	// A late DNS server sends the client back to the old address.
+	evs = append(evs, echo.LoadEvent{Kind: echo.LoadResolve, Time: at(5), Target: TargetRecreate, Addr: "10.96.0.1:80"})
+	if ok, _ := reached(evs, TargetRecreate, "10.96.0.9:80", at(0)); ok {
+		t.Error("resolved back to the old address, yet reached")
+	}
+	evs = append(evs,
+		echo.LoadEvent{Kind: echo.LoadResolve, Time: at(6), Target: TargetRecreate, Addr: "10.96.0.9:80"},
+		echo.LoadEvent{Kind: echo.LoadSecond, Time: at(7), Second: at(7).Unix(), Target: TargetRecreate, OK: 5},
+	)
+	if ok, why := reached(evs, TargetRecreate, "10.96.0.9:80", at(0)); !ok {
+		t.Errorf("back at the new address and succeeded: %s", why)
+	}
 }
 
 func TestParseFaults(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,8 +118,16 @@ var splitStats = []string{
 	proxy.TCPStat(contract.ChainPassthrough, proxy.DownstreamCxTotal),
 }
 
-// statsBank sums a node proxy's split counters over the load, across a
-// restart of the proxy (whose counters start again from 0).
+// The capture chains' NC counters: connections the proxy closed for want of
+// a cluster, each of which its access log carries to the agent as a refusal.
+var noRouteStats = []string{
+	proxy.TCPStat(contract.ChainSvc, proxy.DownstreamCxNoRoute),
+	proxy.TCPStat(contract.ChainPassthroughSvc, proxy.DownstreamCxNoRoute),
+	proxy.TCPStat(contract.ChainPassthrough, proxy.DownstreamCxNoRoute),
+}
+
+// statsBank sums a node proxy's split and NC counters over the load, across
+// a restart of the proxy (whose counters start again from 0).
 type statsBank struct {
 	mu    sync.Mutex
 	start map[string]map[string]int64 // node → stat → value at the last read
@@ -167,8 +176,21 @@ func (b *statsBank) bank(ctx context.Context, c *cluster.Cluster, node string, r
 
 func pick(st map[string]int64) map[string]int64 {
 	out := map[string]int64{}
-	for _, k := range splitStats {
+	for _, k := range slices.Concat(splitStats, noRouteStats) {
 		out[k] = st[k]
+	}
+	return out
+}
+
+// noRoutes is each node's proxy's NC count over the load.
+func (b *statsBank) noRoutes(nodes []string) map[string]int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]int64{}
+	for _, n := range nodes {
+		for _, k := range noRouteStats {
+			out[n] += b.total[n][k]
+		}
 	}
 	return out
 }

@@ -220,14 +220,14 @@ func redelRows(rec *Record) []RedelRow {
 }
 
 var funcs = map[string]any{
-	"secs":  func(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) },
-	"ms":    func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) },
-	"f1":    func(f float64) string { return fmt.Sprintf("%.1f", f) },
-	"f2":    func(f float64) string { return fmt.Sprintf("%.2f", f) },
-	"pct":   func(f float64) string { return fmt.Sprintf("%.1f %%", 100*f) },
-	"kib":   func(n int) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) },
-	"mib":   func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) },
-	"join":  strings.Join,
+	"secs": func(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) },
+	"ms":   func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) },
+	"f1":   func(f float64) string { return fmt.Sprintf("%.1f", f) },
+	"f2":   func(f float64) string { return fmt.Sprintf("%.2f", f) },
+	"pct":  func(f float64) string { return fmt.Sprintf("%.1f %%", 100*f) },
+	"kib":  func(n int) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) },
+	"mib":  func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) },
+	"join": strings.Join,
 	"clock": func(t time.Time) string {
 		if t.IsZero() {
 			return "—"

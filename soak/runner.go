@@ -252,6 +252,7 @@ func (r *runner) finish(ctx context.Context) error {
 			}
 		}
 		r.rec.Figures.Split = r.stats.rows(cluster.NodeNames(r.c.Nodes))
+		r.rec.Figures.ProxyNC = r.stats.noRoutes(cluster.NodeNames(r.c.Nodes))
 		r.snapshots(ctx, "end")
 		// A client prints a second once every attempt started in it has
 		// ended: wait until every target's second of LoadEnd is printed.

@@ -2,6 +2,7 @@ package soak
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -497,8 +499,8 @@ func (r *runner) apiserver(ctx context.Context, w *Window) error {
 }
 
 // recreate deletes the recreate Service and creates it again under another
-// ClusterIP; it ends when every client has resolved the new address and
-// reached it.
+// ClusterIP; it ends when every cluster DNS server answers the new address
+// and every client has resolved it last and reached it.
 func (r *runner) recreate(ctx context.Context, w *Window) error {
 	w.Target = TargetRecreate
 	old := r.wl.services[TargetRecreate]
@@ -530,7 +532,27 @@ func (r *runner) recreate(ctx context.Context, w *Window) error {
 		return err
 	}
 	w.step("cut off kube-proxy")
+	// The clients follow the cluster DNS, and every DNS server must have
+	// the new address before a client is done with the old one: one
+	// CoreDNS replica still answering the old ClusterIP (its informer late,
+	// as after the apiserver's outage) sends clients back to it.
+	name := TargetRecreate + "." + Namespace + ".svc.cluster.local."
 	var last string
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ok, why, err := r.dnsAnswers(ctx, name, created.Spec.ClusterIP)
+		if err != nil || !ok {
+			last = why
+			if err != nil {
+				last = err.Error()
+			}
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the cluster DNS did not move %s to %s: %w (%s)", name, created.Spec.ClusterIP, err, last)
+	}
+	w.step("every DNS server answers " + created.Spec.ClusterIP)
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		for i := range r.wl.clients {
 			p := &r.wl.clients[i]
@@ -554,8 +576,48 @@ func (r *runner) recreate(ctx context.Context, w *Window) error {
 	return nil
 }
 
+// dnsAnswers says whether every ready cluster DNS server (the kube-dns
+// Service's endpoints, asked one by one from the scan pod) answers name
+// with ip alone.
+func (r *runner) dnsAnswers(ctx context.Context, name, ip string) (bool, string, error) {
+	eps, err := r.c.CS.DiscoveryV1().EndpointSlices(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kube-dns"})
+	if err != nil {
+		return false, "", fmt.Errorf("kube-dns endpoints: %w", err)
+	}
+	var servers []string
+	for _, sl := range eps.Items {
+		for _, ep := range sl.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				servers = append(servers, net.JoinHostPort(a, "53"))
+			}
+		}
+	}
+	if len(servers) == 0 {
+		return false, "no ready kube-dns endpoint", nil
+	}
+	pod := r.wl.scan
+	for _, srv := range servers {
+		out, _, err := r.c.Exec(ctx, pod.Namespace, pod.Name, workload.ClientContainer, "/svclb-echo", "lookup",
+			"-name="+name, "-server="+srv, "-count=1", "-timeout=2s")
+		if err != nil {
+			return false, "", fmt.Errorf("lookup of %s at %s: %w", name, srv, err)
+		}
+		var res echo.LookupResult
+		if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &res); err != nil {
+			return false, "", fmt.Errorf("lookup of %s at %s: %q: %w", name, srv, out, err)
+		}
+		if !res.OK || len(res.Addrs) != 1 || res.Addrs[0] != ip {
+			return false, fmt.Sprintf("%s answers %s with %v (%s)", srv, name, res.Addrs, res.Err), nil
+		}
+	}
+	return true, "", nil
+}
+
 // reached says whether a client's events since since show target resolved
-// to addr and a success there after every failure.
+// to addr last and a success there after every failure.
 func reached(evs []echo.LoadEvent, target, addr string, since time.Time) (bool, string) {
 	var resolved, lastFail, lastOK time.Time
 	for _, e := range evs {
@@ -565,6 +627,9 @@ func reached(evs []echo.LoadEvent, target, addr string, since time.Time) (bool, 
 		switch {
 		case e.Kind == echo.LoadResolve && e.Addr == addr:
 			resolved = e.Time
+		case e.Kind == echo.LoadResolve:
+			// Sent back to another address (a late DNS server): not there yet.
+			resolved, lastOK = time.Time{}, time.Time{}
 		case e.Kind == echo.LoadFail:
 			lastFail = e.Time
 		case e.Kind == echo.LoadRecover && e.Addr == addr:
@@ -577,7 +642,7 @@ func reached(evs []echo.LoadEvent, target, addr string, since time.Time) (bool, 
 	}
 	switch {
 	case resolved.IsZero():
-		return false, "has not resolved " + target + " to " + addr
+		return false, "has not resolved " + target + " to " + addr + " last"
 	case !lastOK.After(resolved) || !lastOK.After(lastFail):
 		return false, "no success at " + addr + " after its last failure"
 	}

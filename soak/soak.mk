@@ -1,10 +1,9 @@
-# soak/soak.mk: the soak (docs/soak.md). Included after the root Makefile,
-# which defines REPO, OUT and GO, and with it kindconfig's cluster and images
-# targets:
-#   make -f Makefile -f soak/soak.mk soak                      4-minute soak, every fault, built-in proxy
-#   make -f Makefile -f soak/soak.mk soak SOAK_DURATION=30m    the long form, for a person
-#   make -f Makefile -f soak/soak.mk soak SOAK_FAULTS=none     steady load only
-#   make -f Makefile -f soak/soak.mk soak SOAK_FAULTS="agent proxy"
+# soak/soak.mk: the soak (docs/soak.md). The root Makefile includes it, with
+# REPO, OUT and GO, and kindconfig's cluster and images targets:
+#   make soak                        4-minute soak, every fault, built-in proxy
+#   make soak SOAK_DURATION=30m      the long form, for a person
+#   make soak SOAK_FAULTS=none       steady load only
+#   make soak SOAK_FAULTS="agent proxy"
 # Faults: rolling scale kube-proxy agent proxy apiserver recreate scan first-conn (all).
 
 SOAK_DURATION  ?= 4m
@@ -19,7 +18,7 @@ SOAK_ENVOY_IMAGE ?= $(shell sed -n 's/^const Image = "\(.*\)"$$/\1/p' $(REPO)/fi
 
 .PHONY: soak
 soak: ## Steady meshed traffic while faults run (SOAK_DURATION=4m SOAK_FAULTS=all|none|<list>, SOAK_PROXY=builtin|envoy); report in _artifacts/soak/
-	@REPO=$(REPO) GO="$(GO)" MAKE="$(MAKE) --no-print-directory -f $(REPO)/Makefile -f $(REPO)/soak/soak.mk" \
+	@REPO=$(REPO) GO="$(GO)" MAKE="$(MAKE) --no-print-directory" \
 	SOAK_DURATION=$(SOAK_DURATION) SOAK_FAULTS="$(SOAK_FAULTS)" SOAK_ARTIFACTS=$(SOAK_ARTIFACTS) SOAK_TEST_TIMEOUT=$(SOAK_TEST_TIMEOUT) \
 	PROXY=$(SOAK_PROXY) ENVOY_IMAGE=$(SOAK_ENVOY_IMAGE) \
 	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) \

@@ -94,7 +94,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(cfgErr)
 	}
 	if !cfg.Enabled {
-		t.Skip("the soak needs the kind cluster: run `make -f Makefile -f soak/soak.mk soak` (or set SVCLB_SOAK=1 against a running cluster)")
+		t.Skip("the soak needs the kind cluster: run `make soak` (or set SVCLB_SOAK=1 against a running cluster)")
 	}
 	if connected == nil {
 		t.Fatal("the setup did not connect to the cluster")
