@@ -1,0 +1,43 @@
+package soak
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestWrite renders a judged record: every section is there, the failure
+// reasons of a failed run come first.
+func TestWrite(t *testing.T) {
+	r := record()
+	r.Samples = []Sample{{Time: at(1), Node: "w1", Agent: Proc{PID: 1, RSS: 10 << 20}, Proxy: Proc{PID: 2, RSS: 20 << 20}}}
+	r.Figures.Split = []SplitRow{{Node: "w1", Svc: 90, Passthrough: 10}}
+	r.Figures.Snapshots = []Snapshot{{When: "setup, proactive", Node: "w1", SvcClusters: 40, CDSBytes: 30000, EDSBytes: 10000}, {When: "end", Node: "w1", SvcClusters: 5, CDSBytes: 3000, EDSBytes: 1000}}
+	Analyze(r)
+	dir := t.TempDir()
+	if err := Write(dir, r, 0); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	html, _ := os.ReadFile(filepath.Join(dir, "report.html"))
+	for _, want := range []string{"# svclb soak: PASS", "| 3 | proxy |", "1 no-endpoints", "| w1 | 40 / 39.1 KiB | 5 / 3.9 KiB | 0.12 | 0.10 |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+	for _, want := range []string{"<polyline", "fill-opacity=\"0.25\"", "load-w1 on w1"} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	r.Clients[1].Events = r.Clients[1].Events[:40]
+	Analyze(r)
+	if err := Write(dir, r, 0); err != nil {
+		t.Fatal(err)
+	}
+	md, _ = os.ReadFile(filepath.Join(dir, "report.md"))
+	if !strings.Contains(string(md), "# svclb soak: FAIL\n") || !strings.Contains(string(md), "## Why it failed") {
+		t.Errorf("a failed run's report:\n%s", md)
+	}
+}

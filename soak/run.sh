@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The body of `make soak` (soak/soak.mk has the variables): reuse or create
+# the kind cluster and load this tree's images (kindconfig's targets), build
+# the soak's test binary, run it. The soak deploys the guard and the node
+# DaemonSet from this tree itself and leaves the cluster as it found it.
+set -uo pipefail
+: "${REPO:?}" "${GO:?}" "${MAKE:?}" "${SOAK_ARTIFACTS:?}" "${KIND:?}" "${CLUSTER:?}" "${KUBECONFIG_FILE:?}" "${PROXY:?}"
+cd "$REPO" || exit
+read -ra make_cmd <<<"$MAKE"
+read -ra go_cmd <<<"$GO"
+T0=$(date +%s)
+step() { printf '[soak %5ss] %s\n' "$(($(date +%s) - T0))" "$*"; }
+
+mkdir -p "$SOAK_ARTIFACTS"
+rm -f "$SOAK_ARTIFACTS"/{report.md,report.html,soak.json,soak.log}
+
+case "$PROXY" in
+builtin) ;;
+envoy)
+  if ! docker image inspect "$ENVOY_IMAGE" >/dev/null 2>&1 && ! timeout 60 docker pull -q "$ENVOY_IMAGE" >/dev/null 2>&1; then
+    step "PROXY=envoy but $ENVOY_IMAGE cannot be pulled"
+    exit 1
+  fi
+  ;;
+*) echo "soak: PROXY must be builtin or envoy, not '$PROXY'" >&2; exit 2 ;;
+esac
+
+step "cluster: make cluster"
+"${make_cmd[@]}" cluster || { step "make cluster failed"; exit 1; }
+step "images: make images"
+"${make_cmd[@]}" images || { step "make images failed"; exit 1; }
+if [ "$PROXY" = envoy ]; then
+  "$KIND" load docker-image --name "$CLUSTER" "$ENVOY_IMAGE" || { step "kind load $ENVOY_IMAGE failed"; exit 1; }
+fi
+step "build: go test -c ./soak/"
+"${go_cmd[@]}" test -c -o "$REPO/_output/soak.test" ./soak/ || { step "the soak does not compile"; exit 1; }
+step "run: SOAK_DURATION=$SOAK_DURATION SOAK_FAULTS=$SOAK_FAULTS PROXY=$PROXY"
+(
+  cd "$REPO/soak" &&
+    SVCLB_SOAK=1 SVCLB_KUBECONFIG="$KUBECONFIG_FILE" SVCLB_CLUSTER="$CLUSTER" SVCLB_PROXY="$PROXY" SVCLB_ENVOY_IMAGE="${ENVOY_IMAGE:-}" \
+      SOAK_ARTIFACTS="$SOAK_ARTIFACTS" SOAK_START="$T0" \
+      "$REPO/_output/soak.test" -test.run '^TestSoak$' -test.count=1 -test.timeout "${SOAK_TEST_TIMEOUT:-30m}" -test.v
+) 2>&1 | tee "$SOAK_ARTIFACTS/soak.log"
+rc=${PIPESTATUS[0]}
+if [ "$rc" -ne 0 ]; then
+  step "FAILED (exit $rc); report in $SOAK_ARTIFACTS"
+  exit 1
+fi
+step "PASSED; report in $SOAK_ARTIFACTS"

@@ -1,0 +1,25 @@
+# soak/soak.mk: the soak (docs/soak.md). The root Makefile includes it, with
+# REPO, OUT and GO, and kindconfig's cluster and images targets:
+#   make soak                        4-minute soak, every fault, built-in proxy
+#   make soak SOAK_DURATION=30m      the long form, for a person
+#   make soak SOAK_FAULTS=none       steady load only
+#   make soak SOAK_FAULTS="agent proxy"
+# Faults: rolling scale kube-proxy agent proxy apiserver recreate scan first-conn (all).
+
+SOAK_DURATION  ?= 4m
+SOAK_FAULTS    ?= all
+SOAK_ARTIFACTS ?= $(REPO)/_artifacts/soak
+SOAK_TEST_TIMEOUT ?= 30m
+SOAK_PROXY     ?= builtin
+# The Envoy image fixtures/envoy pins, read from that one place.
+SOAK_ENVOY_IMAGE ?= $(shell sed -n 's/^const Image = "\(.*\)"$$/\1/p' $(REPO)/fixtures/envoy/envoy.go)
+
+##@ Soak (soak/)
+
+.PHONY: soak
+soak: ## Steady meshed traffic while faults run (SOAK_DURATION=4m SOAK_FAULTS=all|none|<list>, SOAK_PROXY=builtin|envoy); report in _artifacts/soak/
+	@REPO=$(REPO) GO="$(GO)" MAKE="$(MAKE) --no-print-directory" \
+	SOAK_DURATION=$(SOAK_DURATION) SOAK_FAULTS="$(SOAK_FAULTS)" SOAK_ARTIFACTS=$(SOAK_ARTIFACTS) SOAK_TEST_TIMEOUT=$(SOAK_TEST_TIMEOUT) \
+	PROXY=$(SOAK_PROXY) ENVOY_IMAGE=$(SOAK_ENVOY_IMAGE) \
+	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) \
+	bash $(REPO)/soak/run.sh

@@ -1,0 +1,117 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/e2e-framework/pkg/env"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+
+	"github.com/aether-mesh/svclb/fixtures/agent"
+	"github.com/aether-mesh/svclb/fixtures/cluster"
+	"github.com/aether-mesh/svclb/fixtures/guard"
+)
+
+var (
+	cfg     Config
+	cfgErr  error
+	testEnv env.Environment
+	// rec is what the run records; the setup env funcs add their phases.
+	rec = &Record{Started: time.Now()}
+	// connected is the cluster the setup connected to.
+	connected *cluster.Cluster
+)
+
+func TestMain(m *testing.M) {
+	repo, _ := filepath.Abs("..")
+	cfg, cfgErr = LoadConfig(repo)
+	if s, err := strconv.ParseInt(os.Getenv("SOAK_START"), 10, 64); err == nil && s > 0 {
+		rec.Started = time.Unix(s, 0)
+	}
+	if !cfg.Enabled || cfgErr != nil {
+		os.Exit(m.Run())
+	}
+	testEnv = env.NewWithKubeConfig(cfg.Kubeconfig)
+	g := guard.Defaults()
+	g.ImagePullPolicy = corev1.PullNever // kind-loaded, never pulled
+	testEnv.Setup(
+		timed("setup: connect", cluster.Connect(cfg.Cluster)),
+		// Before the node DaemonSet's deploy, which renders the agent's
+		// ConfigMap with both phases off: what the run found is what it
+		// puts back.
+		timed("setup: read the agent's config and the node pods", recordFound),
+		timed("setup: deploy guard", guard.Deploy(g)),
+		timed("setup: deploy node DaemonSet", agent.Deploy(agent.Options{Proxy: cfg.Proxy, EnvoyImage: os.Getenv("SVCLB_ENVOY_IMAGE")})),
+		timed("setup: namespace "+Namespace, cluster.CreateNamespace(Namespace)),
+	)
+	os.Exit(testEnv.Run(m))
+}
+
+// timed records an env func as a phase and keeps the connected cluster.
+func timed(name string, f env.Func) env.Func {
+	return func(ctx context.Context, c *envconf.Config) (context.Context, error) {
+		t0 := time.Now()
+		fmt.Fprintf(os.Stderr, "[soak %6.1fs] %s\n", time.Since(rec.Started).Seconds(), name)
+		ctx, err := f(ctx, c)
+		rec.Phases = append(rec.Phases, Phase{Name: name, Took: time.Since(t0)})
+		if cl, cerr := cluster.From(ctx); cerr == nil {
+			connected = cl
+		}
+		if err != nil {
+			err = fmt.Errorf("%s: %w", name, err)
+			rec.Errors = append(rec.Errors, err.Error())
+			_ = Write(cfg.Artifacts, rec, time.Since(rec.Started))
+		}
+		return ctx, err
+	}
+}
+
+// recordFound records the agent's ConfigMap and the node pods that are not
+// Ready as the run found them.
+func recordFound(ctx context.Context, _ *envconf.Config) (context.Context, error) {
+	c, err := cluster.From(ctx)
+	if err != nil {
+		return ctx, err
+	}
+	rec.Env.AgentConfigBefore, err = agentConfig(ctx, c)
+	if err != nil {
+		return ctx, err
+	}
+	rec.Env.NotReadyBefore, err = notReadyPods(ctx, c)
+	return ctx, err
+}
+
+// TestSoak is `make soak`: steady meshed traffic on the kind cluster while
+// the faults of SOAK_FAULTS run (docs/soak.md).
+func TestSoak(t *testing.T) {
+	if cfgErr != nil {
+		t.Fatal(cfgErr)
+	}
+	if !cfg.Enabled {
+		t.Skip("the soak needs the kind cluster: run `make soak` (or set SVCLB_SOAK=1 against a running cluster)")
+	}
+	if connected == nil {
+		t.Fatal("the setup did not connect to the cluster")
+	}
+	ctx := t.Context()
+	err := Run(ctx, connected, cfg, rec)
+	if err != nil {
+		rec.Errors = append(rec.Errors, err.Error())
+	}
+	Analyze(rec)
+	if werr := Write(cfg.Artifacts, rec, time.Since(rec.Started)); werr != nil {
+		t.Errorf("writing the report: %v", werr)
+	}
+	if md, rerr := os.ReadFile(filepath.Join(cfg.Artifacts, "report.md")); rerr == nil {
+		fmt.Fprintf(os.Stderr, "\n%s\n", md)
+	}
+	if !rec.Verdict.Pass {
+		t.Fatalf("soak failed: %d reasons, first: %s (report: %s)", len(rec.Verdict.Reasons), rec.Verdict.Reasons[0], filepath.Join(cfg.Artifacts, "report.md"))
+	}
+}
