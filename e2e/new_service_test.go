@@ -58,7 +58,7 @@ var _ = defineLeg(leg[*newServiceWorkload]{
 		"the times from creation to the first reply through the agent and through kube-proxy (twin) are in the counters",
 	chance: fmt.Sprintf("nothing statistical: the first reply must come within %s of the creation (attempts %s apart, %s each), and the %d attempts once cut must all reply within %s each; "+
 		"the meshed probe's attempts before the Service exists are refused no-service in green and counted with it; in red it waits the whole bound, "+
-			"unless an attempt lands between kube-proxy programming the new Service and the guard cutting it (kube-proxy answers it; red then rests on the attempts once cut)",
+		"unless an attempt lands between kube-proxy programming the new Service and the guard cutting it (kube-proxy answers it; red then rests on the attempts once cut)",
 		newServiceWithin, newServiceInterval, newServiceAttempt, workload.Quick.Count, workload.AttemptTimeout),
 	prepare: prepareNewService,
 	services: func(w *newServiceWorkload) []measure.Dialled {
