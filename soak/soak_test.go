@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -80,7 +82,12 @@ func recordFound(ctx context.Context, _ *envconf.Config) (context.Context, error
 		return ctx, err
 	}
 	rec.Env.AgentConfigBefore, err = agentConfig(ctx, c)
-	if err != nil {
+	switch {
+	case apierrors.IsNotFound(err):
+		// A cluster without the node DaemonSet yet: Run records, and puts
+		// back, the ConfigMap the deploy below renders.
+		rec.Env.AgentConfigBefore = nil
+	case err != nil:
 		return ctx, err
 	}
 	rec.Env.NotReadyBefore, err = notReadyPods(ctx, c)
