@@ -115,8 +115,9 @@ func createFirstConn(ctx context.Context, c *cluster.Cluster, steady *corev1.Ser
 }
 
 // waitCutAll waits until every node's guard reports each Service clean
-// and holds nothing of it in kube-proxy's table: guard.WaitCut for many
-// Services, reading each node once per round.
+// and kube-proxy's table holds no ClusterIP entry of it (its chains and
+// NodePort path stay): guard.WaitCut for many Services, reading each node
+// once per round.
 func waitCutAll(ctx context.Context, c *cluster.Cluster, svcs []*corev1.Service, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -153,7 +154,7 @@ func notCut(ctx context.Context, c *cluster.Cluster, svcs []*corev1.Service) (st
 			if !ok || ss.State != "clean" {
 				return fmt.Sprintf("guard on %s: %s state %q", n.Name, svc.Name, ss.State), nil
 			}
-			if objs := guard.KubeProxyObjects(table, svc); len(objs) > 0 {
+			if objs := guard.KubeProxyOnPath(table, svc); len(objs) > 0 {
 				return fmt.Sprintf("nft on %s still has %s: %s", n.Name, svc.Name, objs[0]), nil
 			}
 		}
