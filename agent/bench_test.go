@@ -108,6 +108,25 @@ func serveXDS(tb testing.TB, srv *xdsserver.Server) string {
 	return sock
 }
 
+// deltaADS serves srv and opens a delta ADS stream to it, as the node proxy
+// does; the stream and its connection end with the benchmark.
+func deltaADS(ctx context.Context, b *testing.B, srv *xdsserver.Server) discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesClient {
+	b.Helper()
+	sock := serveXDS(b, srv)
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// The first EDS response at 10k Services is ~4.5 MB, over gRPC's 4 MiB default.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st
+}
+
 type nopIndex struct{}
 
 func (nopIndex) Lookup(netip.AddrPort) svcindex.Result { return svcindex.Result{} }
@@ -126,18 +145,7 @@ func BenchmarkIncrementalPush(b *testing.B) {
 	eps := populate(f)
 	f.sync(b)
 
-	sock := serveXDS(b, srv)
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		// The first EDS response at 10k Services is ~4.5 MB, over gRPC's 4 MiB default.
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	st := deltaADS(ctx, b, srv)
 	names := make([]string, 0, benchServices)
 	for i := range benchServices {
 		names = append(names, contract.ClusterName(netip.MustParseAddr(benchIP(96, i)), 80))

@@ -11,8 +11,6 @@ import (
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
 )
@@ -50,17 +48,7 @@ func BenchmarkCreateOneByOne(b *testing.B) {
 	}
 	f.sync(b)
 
-	sock := serveXDS(b, srv)
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	st := deltaADS(ctx, b, srv)
 	// The proxy's order: CDS wildcard; EDS for the clusters it learns of; ACK everything.
 	recv := func(typeURL string) *discoverygrpc.DeltaDiscoveryResponse {
 		for {
