@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -38,15 +37,10 @@ func programmingHistograms(ctx context.Context) (a, kp metrics.Histogram, err er
 	for _, m := range ms {
 		a = a.Add(m.Histogram(agent.ProgrammingMetric, nil))
 	}
-	// Out of the apiserver proxy's reach: read it on the node.
 	for _, n := range suite.cluster.Nodes {
-		body, err := suite.cluster.NodeGet(ctx, n.Name, guard.KubeProxyMetricsPort, "/metrics")
+		m, err := guard.KubeProxyMetrics(ctx, suite.cluster, n.Name)
 		if err != nil {
-			return a, kp, fmt.Errorf("kube-proxy metrics: %w", err)
-		}
-		m, err := metrics.Parse(body)
-		if err != nil {
-			return a, kp, fmt.Errorf("kube-proxy on %s: %w", n.Name, err)
+			return a, kp, err
 		}
 		kp = kp.Add(m.Histogram(kubeProxyProgMetric, nil))
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aether-mesh/svclb/fixtures/guard"
 	"github.com/aether-mesh/svclb/fixtures/metrics"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/perf/internal/nodestat"
@@ -20,10 +21,6 @@ const (
 	procNodeProxy = "svclb-nodeproxy"
 	procKubeProxy = "kube-proxy"
 )
-
-// kubeProxyMetricsPort is kube-proxy's metrics port on each node's
-// 127.0.0.1 (kubeadm's default metricsBindAddress).
-const kubeProxyMetricsPort = 10249
 
 // nodeReadWithin bounds one read on a node (docker exec): under heavy load
 // an exec has hung, its command long done, until killed.
@@ -57,16 +54,20 @@ func kubeProxyServices(ctx context.Context, node, ns string) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(out))
 }
 
+// kubeProxyMetrics reads kube-proxy's metrics on node, bounded as every
+// node read.
+func kubeProxyMetrics(ctx context.Context, node string) (metrics.Metrics, error) {
+	ctx, cancel := context.WithTimeout(ctx, nodeReadWithin)
+	defer cancel()
+	return guard.KubeProxyMetrics(ctx, suite.cluster, node)
+}
+
 // kubeProxyFullSyncs is how many full syncs kube-proxy on node has made
 // since it started (its first sync is one).
 func kubeProxyFullSyncs(ctx context.Context, node string) (float64, error) {
-	body, err := nodeGet(ctx, node, kubeProxyMetricsPort, "/metrics")
+	m, err := kubeProxyMetrics(ctx, node)
 	if err != nil {
 		return 0, err
-	}
-	m, err := metrics.Parse(body)
-	if err != nil {
-		return 0, fmt.Errorf("kube-proxy metrics on %s: %w", node, err)
 	}
 	// A histogram: its _count sample belongs to the family, not a family of its own.
 	return m.Histogram("kubeproxy_sync_full_proxy_rules_duration_seconds", map[string]string{"ip_family": "IPv4"}).Count, nil
@@ -75,13 +76,9 @@ func kubeProxyFullSyncs(ctx context.Context, node string) (float64, error) {
 // kubeProxySyncFailures is kube-proxy's count of failed nftables syncs on
 // node.
 func kubeProxySyncFailures(ctx context.Context, node string) (float64, error) {
-	body, err := nodeGet(ctx, node, kubeProxyMetricsPort, "/metrics")
+	m, err := kubeProxyMetrics(ctx, node)
 	if err != nil {
 		return 0, err
-	}
-	m, err := metrics.Parse(body)
-	if err != nil {
-		return 0, fmt.Errorf("kube-proxy metrics on %s: %w", node, err)
 	}
 	return m.Sum("kubeproxy_sync_proxy_rules_nftables_sync_failures_total", map[string]string{"ip_family": "IPv4"}), nil
 }
