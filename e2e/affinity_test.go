@@ -43,7 +43,8 @@ type affinityWorkload struct {
 // the proxy's passthrough connects from the node's address) every pod of a
 // node shares one source address, so all of them land on one backend.
 var _ = defineLeg(leg[*affinityWorkload]{
-	name: "affinity",
+	name:  "affinity",
+	early: true,
 	setup: fmt.Sprintf("sessionAffinity ClientIP, %d echo backends, %d meshed client pods on one worker; kube-proxy objects left in place "+
 		"(red shows kube-proxy's affinity through the passthrough)", affinityBackends, affinityClients),
 	redExpect:  "each pod sticks, but every pod of the node lands on the same backend (kube-proxy sees only the node's address)",

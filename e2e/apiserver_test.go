@@ -37,6 +37,7 @@ const (
 // svc: cluster for it, and a meshed pod reaches the apiserver all the same.
 var _ = defineLeg(leg[*corev1.Service]{
 	name:    "apiserver",
+	early:   true,
 	control: true,
 	setup: fmt.Sprintf("Service default/kubernetes (the apiserver); the meshed client on every node makes %d TLS handshakes with its ClusterIP:443",
 		apiserverHandshakes),

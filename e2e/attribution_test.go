@@ -35,7 +35,8 @@ type attributionWorkload struct{ a, b *corev1.Service }
 // and a log record of each port 81; the leg adds that each Service's
 // upstream_cx_total rose by exactly its own dials.
 var _ = defineLeg(leg[*attributionWorkload]{
-	name: "attribution",
+	name:  "attribution",
+	early: true,
 	setup: fmt.Sprintf("ClusterIP Services attr-a and attr-b selecting the same 2 echo backends, kube-proxy ClusterIP entries deleted; every meshed client dials "+
 		"attr-a:80 ×%d, attr-b:80 ×%d, attr-a:81 ×%d, attr-b:81 ×%d (port 81 is declared by neither)", attrReachA, attrReachB, attrRefuseA, attrRefuseB),
 	redExpect: "no reply; no per-Service proxy stat, refusal counter or refusal log line moves (Phase flags off)",

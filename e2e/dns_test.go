@@ -40,6 +40,7 @@ type dnsWorkload struct {
 // carried nothing.
 var _ = defineLeg(leg[*dnsWorkload]{
 	name:    "dns",
+	early:   true,
 	control: true,
 	setup: fmt.Sprintf("a ClusterIP Service dns; the meshed client on every node resolves its fully qualified name through its resolv.conf nameserver (kube-dns), %d times over UDP and %d times over TCP",
 		dnsLookups, dnsLookups),

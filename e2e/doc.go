@@ -14,7 +14,8 @@
 // setup env funcs: connect, record the environment, deploy the guard and the
 // node DaemonSet, the legs' namespace, one meshed client per node) and
 // TestE2E; leg_test.go is the leg type, defineLeg (red run, green run,
-// evidence, verdict) and the order the legs run in; every other _test.go
+// evidence, verdict) and the order the legs run in; early_test.go starts
+// the prepares of legs marked early in the background; every other _test.go
 // file is one leg, named after it, holding only that leg's workloads,
 // prepare and measure (enroll_down_test.go is the enroll leg's agent-down
 // check), or a figure (programming_test.go; cnilatency_test.go, opt-in:
@@ -31,8 +32,13 @@
 // selects it), setup, redExpect and greenMeans (restated in the report),
 // prepare (deploys the workloads once for both runs and returns W), measure
 // (one run: dial, Tally the results into the run, set MetGreen and MetRed
-// from what was seen), control, agentConfig, timeout, and two that feed the
-// evidence:
+// from what was seen), control, agentConfig, timeout, early (prepare may
+// run in the background from the suite's start, earlyParallel at a time in
+// the legs' order, while the legs before it run: set only for a prepare that
+// deploys workloads of its own, picks no unallocated address and calls no
+// DeferCleanup; a prepare not marked early waits until every background
+// prepare is done, so no Service is created while it picks an address), and
+// two that feed the evidence:
 //
 //	services func(W) []measure.Dialled // what the leg dials
 //	chance   string                    // what can fail by chance: per-attempt timeout and why, false-failure odds

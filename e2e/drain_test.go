@@ -43,6 +43,7 @@ type drainWorkload struct {
 // exists (KEP-1669), never while one does.
 var _ = defineLeg(leg[*drainWorkload]{
 	name:       "drain",
+	early:      true,
 	setup:      fmt.Sprintf("2 echo backends that stay serving-but-terminating for %s after deletion (preStop sleep, long grace; readiness fails on SIGTERM like netexec --delay-shutdown); deleted one, then the other; kube-proxy ClusterIP entries deleted", drainDelay),
 	redExpect:  "no backend reply at any stage",
 	greenMeans: "while one ready endpoint exists no connection reaches the terminating one; with none ready, connections reach the terminating ones",

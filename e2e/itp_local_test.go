@@ -19,6 +19,7 @@ import (
 // itp-local: only same-node endpoints; a node without one refuses.
 var _ = defineLeg(leg[*workload.Pinned]{
 	name:      "itp-local",
+	early:     true,
 	setup:     "internalTrafficPolicy Local, one echo backend on each worker, none on the control plane; kube-proxy ClusterIP entries deleted",
 	redExpect: "no backend reply from any node",
 	greenMeans: "clients on a worker reach only their own node's backend; the client on the control plane is refused (no-endpoints): " +

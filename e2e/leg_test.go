@@ -54,12 +54,21 @@ type leg[W any] struct {
 	// timeout it dials with and why, and the false-failure odds of any
 	// statistical check. The report restates it.
 	chance string
+	// early: prepare may run in the background from the suite's start
+	// (early_test.go), while the legs before this one run. Only for a
+	// prepare that deploys workloads of its own: it picks no address (a
+	// Service created meanwhile could take it), changes nothing the other
+	// legs share, and calls no DeferCleanup.
+	early bool
 }
 
 // registered is a leg defineLeg has seen, waiting for its place in the order.
 type registered struct {
 	name   string
 	define func(priority int)
+	// early schedules the leg's prepare for the background and returns
+	// what runs it (nil: the leg is not marked early).
+	early func() func()
 }
 
 var (
@@ -76,7 +85,14 @@ func defineLeg[W any](l leg[W]) bool {
 	if l.timeout == 0 {
 		l.timeout = 4 * time.Minute
 	}
-	legs = append(legs, registered{name: l.name, define: func(prio int) { describeLeg(l, prio) }})
+	r := registered{name: l.name}
+	var st *earlyStarter[W]
+	if l.early {
+		st = &earlyStarter[W]{}
+		r.early = func() func() { return st.schedule(l.name, l.prepare) }
+	}
+	r.define = func(prio int) { describeLeg(l, prio, st) }
+	legs = append(legs, r)
 	return true
 }
 
@@ -110,17 +126,22 @@ func legRank(name string) int {
 }
 
 // describeLeg makes a leg one Ordered container labelled "leg" and the
-// leg's name: BeforeAll prepares the workloads, one spec runs red then
-// green.
-func describeLeg[W any](l leg[W], priority int) {
+// leg's name: BeforeAll prepares the workloads (or waits for the prepare
+// st started in the background), one spec runs red then green.
+func describeLeg[W any](l leg[W], priority int, st *earlyStarter[W]) {
 	Describe("leg "+l.name, Ordered, Label(evidence.LegLabel, l.name), SpecPriority(priority), func() {
 		var w W
 		var p *measure.Probe
 		BeforeAll(func(ctx SpecContext) {
-			progress("leg %s: preparing workloads", l.name)
 			t0 := time.Now()
 			var err error
-			w, err = l.prepare(ctx)
+			if st != nil && st.p != nil {
+				progress("leg %s: waiting for its prepare, started in the background", l.name)
+				w, err = st.p.wait(ctx)
+			} else if err = waitEarlyDone(ctx); err == nil {
+				progress("leg %s: preparing workloads", l.name)
+				w, err = l.prepare(ctx)
+			}
 			Expect(err).NotTo(HaveOccurred(), "prepare leg %s", l.name)
 			var dialled []measure.Dialled
 			if l.services != nil {
@@ -251,6 +272,13 @@ func refuseLeg(name, reason, setup string, prepare func(ctx context.Context) (me
 		},
 		services: func(t measure.Target) []measure.Dialled { return []measure.Dialled{t.Dialled()} },
 	}
+}
+
+// early marks l early (leg.early): for a leg built by a helper such as
+// refuseLeg.
+func early[W any](l leg[W]) leg[W] {
+	l.early = true
+	return l
 }
 
 var unsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)

@@ -44,7 +44,8 @@ type namedPortWorkload struct {
 // EndpointSlice's port of that name; a name no pod declares leaves the
 // Service port without endpoints, refused no-endpoints.
 var _ = defineLeg(leg[*namedPortWorkload]{
-	name: "named-port",
+	name:  "named-port",
+	early: true,
 	setup: fmt.Sprintf("ClusterIP Service np (kube-proxy ClusterIP entries deleted) with port 80 → targetPort %q and port 81 → targetPort %q; "+
 		"pod np-a declares %q as %d and listens only there, pod np-b declares it as %d and listens only there; no pod declares %q",
 		namedPortName, namedPortAbsent, namedPortName, namedPortBackends["np-a"], namedPortBackends["np-b"], namedPortAbsent),

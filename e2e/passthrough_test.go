@@ -16,6 +16,7 @@ import (
 // passthrough unchanged, whatever the Phase flags.
 var _ = defineLeg(leg[string]{
 	name:       "passthrough",
+	early:      true,
 	control:    true,
 	setup:      "a meshed client dials an echo pod's own IP:8080 (outside the Service range)",
 	redExpect:  "same as green: the Phase flags do not touch traffic outside the Service range (control leg)",

@@ -50,7 +50,8 @@ type splitWorkload struct {
 // traffic on a client's node while the leg dials: the legs run one at a
 // time and the other meshed pods are idle (DNS is not captured).
 var _ = defineLeg(leg[*splitWorkload]{
-	name: "phase0-split",
+	name:  "phase0-split",
+	early: true,
 	setup: fmt.Sprintf("ClusterIP Service split (1 echo backend, kube-proxy ClusterIP entries deleted); every meshed client dials its VIP:80 ×%d (Service range) "+
 		"and the backend pod's IP:%d ×%d (outside the range); the proxy's counters on each client's node are read before and after", splitRange, workload.EchoPort, splitOutside),
 	redExpect: fmt.Sprintf("Phase 0, the measurement: on every client's node %s rises by exactly %d (the range traffic, which still goes to kube-proxy and, cut, is refused), "+

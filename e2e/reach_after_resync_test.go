@@ -31,6 +31,7 @@ const (
 // the Service must stay reachable throughout.
 var _ = defineLeg(leg[*corev1.Service]{
 	name:       "reach-after-resync",
+	early:      true,
 	setup:      "as reach; while a meshed client dials continuously, the kube-proxy pod of its node is deleted (start-up full sync restores the chains)",
 	redExpect:  "the guard re-deletes the restored objects and the Service is unreachable (at most a few replies in the restore window)",
 	greenMeans: "the guard observed the restore and re-deleted it, and every attempt during the restart got a backend's reply",

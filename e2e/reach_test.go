@@ -18,6 +18,7 @@ import (
 // objects are gone, through the node proxy's svc: cluster.
 var _ = defineLeg(leg[*corev1.Service]{
 	name:       "reach",
+	early:      true,
 	setup:      "non-mesh ClusterIP Service (2 echo backends), kube-proxy ClusterIP entries deleted on every node; a meshed client on every node",
 	redExpect:  "no backend reply: passthrough to the VIP hits kube-proxy's REJECT, the proxy closes the client's connection",
 	greenMeans: "every attempt from every meshed client gets a backend's reply, through its own node's svc: cluster",

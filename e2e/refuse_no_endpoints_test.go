@@ -12,7 +12,7 @@ import (
 
 // refuse-no-endpoints: a Service without endpoints is refused by the proxy
 // and counted with the Service's name.
-var _ = defineLeg(refuseLeg("refuse-no-endpoints", agent.ReasonNoEndpoints,
+var _ = defineLeg(early(refuseLeg("refuse-no-endpoints", agent.ReasonNoEndpoints,
 	"ClusterIP Service whose selector matches no pod, kube-proxy ClusterIP entries deleted on every node",
 	func(ctx context.Context) (measure.Target, error) {
 		svc := workload.Service(suite.legsNS, "noep", workload.ServiceOptions{Selector: map[string]string{workload.AppLabel: "nothing-matches-this"}, Cut: true})
@@ -23,4 +23,4 @@ var _ = defineLeg(refuseLeg("refuse-no-endpoints", agent.ReasonNoEndpoints,
 			return measure.Target{}, err
 		}
 		return measure.Target{To: workload.Addr(svc, 80), Namespace: svc.Namespace, Service: svc.Name}, nil
-	}))
+	})))

@@ -10,7 +10,7 @@ import (
 
 // refuse-port-not-declared: a port the Service does not declare is refused
 // and counted with the Service's name.
-var _ = defineLeg(refuseLeg("refuse-port-not-declared", agent.ReasonPortNotDeclared,
+var _ = defineLeg(early(refuseLeg("refuse-port-not-declared", agent.ReasonPortNotDeclared,
 	"ClusterIP Service with a backend on port 80, dialled on port 81 it does not declare",
 	func(ctx context.Context) (measure.Target, error) {
 		svc, err := workload.DeployEcho(ctx, suite.cluster, suite.legsNS, "pnd", workload.Backends{Replicas: 1}, workload.ServiceOptions{Cut: true})
@@ -18,4 +18,4 @@ var _ = defineLeg(refuseLeg("refuse-port-not-declared", agent.ReasonPortNotDecla
 			return measure.Target{}, err
 		}
 		return measure.Target{To: workload.Addr(svc, 81), Namespace: svc.Namespace, Service: svc.Name}, nil
-	}))
+	})))

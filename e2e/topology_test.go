@@ -19,6 +19,7 @@ import (
 // endpoint and spills to other zones when it has none.
 var _ = defineLeg(leg[*workload.Pinned]{
 	name:       "topology",
+	early:      true,
 	setup:      "trafficDistribution PreferClose, one echo backend in zone-a and one in zone-b (none in zone-c); kube-proxy ClusterIP entries deleted",
 	redExpect:  "no backend reply from any node",
 	greenMeans: "clients in zone-a and zone-b reach only their own zone; the client in zone-c (no endpoint) reaches the other zones",
