@@ -65,12 +65,7 @@ type RefusedRow struct {
 // agent logged since the load started (the last ones reach the log after
 // the load's end, when the proxy's access log is flushed).
 func refusedRows(r *Record) []RefusedRow {
-	logged := map[string]int64{}
-	for _, ref := range r.Refusals {
-		if ref.Flag == "NC" && !ref.Time.Before(r.LoadStart) {
-			logged[ref.Node]++
-		}
-	}
+	logged := loggedNC(r.Refusals, r.LoadStart)
 	var out []RefusedRow
 	for _, n := range sortedKeys(r.Figures.ProxyNC) {
 		row := RefusedRow{Node: n, Proxy: r.Figures.ProxyNC[n], Agent: logged[n]}
@@ -78,6 +73,18 @@ func refusedRows(r *Record) []RefusedRow {
 		out = append(out, row)
 	}
 	return out
+}
+
+// loggedNC counts each node's NC refusals logged since since: the proxy's
+// NC closes (no cluster for the connection), as its agent logged them.
+func loggedNC(refs []Refusal, since time.Time) map[string]int64 {
+	logged := map[string]int64{}
+	for _, ref := range refs {
+		if ref.Flag == "NC" && !ref.Time.Before(since) {
+			logged[ref.Node]++
+		}
+	}
+	return logged
 }
 
 // ServiceShare is the part of the connections that went to the Service

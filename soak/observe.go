@@ -182,6 +182,28 @@ func pick(st map[string]int64) map[string]int64 {
 	return out
 }
 
+// noRoutesNow is each node's proxy's NC count over the load so far, read
+// now without ending the stretch.
+func (b *statsBank) noRoutesNow(ctx context.Context, c *cluster.Cluster, nodes []string) (map[string]int64, error) {
+	now := map[string]map[string]int64{}
+	for _, n := range nodes {
+		st, err := proxy.Stats(ctx, c, n)
+		if err != nil {
+			return nil, err
+		}
+		now[n] = pick(st)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]int64{}
+	for _, n := range nodes {
+		for _, k := range noRouteStats {
+			out[n] += b.total[n][k] + now[n][k] - b.start[n][k]
+		}
+	}
+	return out, nil
+}
+
 // noRoutes is each node's proxy's NC count over the load.
 func (b *statsBank) noRoutes(nodes []string) map[string]int64 {
 	b.mu.Lock()

@@ -34,12 +34,28 @@ if [ "$PROXY" = envoy ]; then
 fi
 step "build: go test -c ./soak/"
 "${go_cmd[@]}" test -c -o "$REPO/_output/soak.test" ./soak/ || { step "the soak does not compile"; exit 1; }
-step "run: SOAK_DURATION=$SOAK_DURATION SOAK_FAULTS=$SOAK_FAULTS PROXY=$PROXY"
+# The test binary's own bound: the load's duration plus 25 minutes for the
+# setup, the faults that outlast it and the collection (SOAK_TEST_TIMEOUT
+# overrides it). A fixed bound would end a long soak mid-run.
+if [ -z "${SOAK_TEST_TIMEOUT:-}" ]; then
+  minutes=$(awk -v d="$SOAK_DURATION" 'BEGIN {
+    t = 0
+    while (match(d, /^[0-9]+(\.[0-9]+)?[hms]/)) {
+      n = substr(d, 1, RLENGTH - 1); u = substr(d, RLENGTH, 1)
+      t += (u == "h") ? n * 3600 : (u == "m") ? n * 60 : n
+      d = substr(d, RLENGTH + 1)
+    }
+    if (d != "" || t == 0) exit 1
+    print int(t / 60) + 25
+  }') || { echo "soak: SOAK_DURATION='$SOAK_DURATION' is not a duration such as 4m or 1h30m" >&2; exit 2; }
+  SOAK_TEST_TIMEOUT="${minutes}m"
+fi
+step "run: SOAK_DURATION=$SOAK_DURATION SOAK_FAULTS=$SOAK_FAULTS PROXY=$PROXY (test timeout $SOAK_TEST_TIMEOUT)"
 (
   cd "$REPO/soak" &&
     SVCLB_SOAK=1 SVCLB_KUBECONFIG="$KUBECONFIG_FILE" SVCLB_CLUSTER="$CLUSTER" SVCLB_PROXY="$PROXY" SVCLB_ENVOY_IMAGE="${ENVOY_IMAGE:-}" \
       SOAK_ARTIFACTS="$SOAK_ARTIFACTS" SOAK_START="$T0" \
-      "$REPO/_output/soak.test" -test.run '^TestSoak$' -test.count=1 -test.timeout "${SOAK_TEST_TIMEOUT:-30m}" -test.v
+      "$REPO/_output/soak.test" -test.run '^TestSoak$' -test.count=1 -test.timeout "$SOAK_TEST_TIMEOUT" -test.v
 ) 2>&1 | tee "$SOAK_ARTIFACTS/soak.log"
 rc=${PIPESTATUS[0]}
 if [ "$rc" -ne 0 ]; then

@@ -131,20 +131,50 @@ func (r *runner) addError(format string, args ...any) {
 	r.rec.Errors = append(r.rec.Errors, fmt.Sprintf(format, args...))
 }
 
-// readRefusals records the refusals the agents logged since the first
-// window that attributes failures to them.
+// refusalsWithin bounds readRefusals' wait for the agents' logs to catch
+// up with the proxies: Envoy flushes its access log every second.
+const refusalsWithin = 15 * time.Second
+
+// readRefusals records the refusals the agents logged since the load
+// started, once every node's agent has logged as many NC refusals as its
+// proxy counted NC closes: the proxy sends its access log in batches, so a
+// refusal reaches the agent's log a moment after the client saw it. If they
+// do not catch up within refusalsWithin it reads what is there and logs the
+// shortfall; the figures' unlogged column shows it at the end.
 func (r *runner) readRefusals(ctx context.Context) {
 	since := r.rec.LoadStart
-	// The proxy sends its access log in batches (Envoy flushes every
-	// second): a refusal reaches the agent's log a moment after the client
-	// saw it. The gap before the next fault gives it that moment; read at
-	// the gap's end, here at its start plus the gap.
-	if !sleepCtx(ctx, r.cfg.Gap) {
+	nodes := cluster.NodeNames(r.c.Nodes)
+	t0 := time.Now()
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, refusalsWithin, true, func(ctx context.Context) (bool, error) {
+		nc, err := r.stats.noRoutesNow(ctx, r.c, nodes)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if err := r.refusals(ctx, since); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		r.mu.Lock()
+		logged := loggedNC(r.rec.Refusals, since)
+		r.mu.Unlock()
+		for _, n := range nodes {
+			if logged[n] < nc[n] {
+				last = fmt.Sprintf("%s: %d of %d NC closes logged", n, logged[n], nc[n])
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		r.logf("refusal logs not caught up after %s: %s", refusalsWithin, last)
+		if rerr := r.refusals(ctx, since); rerr != nil {
+			r.addError("reading the agents' refusal logs: %v", rerr)
+		}
 		return
 	}
-	if err := r.refusals(ctx, since); err != nil {
-		r.addError("reading the agents' refusal logs: %v", err)
-	}
+	r.logf("refusal logs caught up with the proxies' NC closes in %s", time.Since(t0).Round(100*time.Millisecond))
 }
 
 // rolling restarts the roll Deployment (a new pod template) and waits until

@@ -9,7 +9,8 @@
 SOAK_DURATION  ?= 4m
 SOAK_FAULTS    ?= all
 SOAK_ARTIFACTS ?= $(REPO)/_artifacts/soak
-SOAK_TEST_TIMEOUT ?= 30m
+# Empty: the load's duration plus 25 minutes (soak/run.sh).
+SOAK_TEST_TIMEOUT ?=
 SOAK_PROXY     ?= builtin
 # The Envoy image fixtures/envoy pins, read from that one place.
 SOAK_ENVOY_IMAGE ?= $(shell sed -n 's/^const Image = "\(.*\)"$$/\1/p' $(REPO)/fixtures/envoy/envoy.go)
