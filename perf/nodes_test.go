@@ -44,7 +44,10 @@ func readProc(ctx context.Context, node, name string) (nodestat.Sample, error) {
 
 // kubeProxyServices counts the elements of kube-proxy's service-ips map on
 // node that lead to a Service of namespace ns (its chains are named
-// service-<hash>-<ns>/<name>/<protocol>/<port>): one per Service port.
+// service-<hash>-<ns>/<name>/<protocol>/<port>): one per Service port. A
+// guarded Service's element cut by the guard (": continue", its verdict
+// kept only in the comment as "|goto service-…") is not counted: what
+// kube-proxy routes, as when the guard deleted it.
 func kubeProxyServices(ctx context.Context, node, ns string) (int, error) {
 	out, err := nodeExec(ctx, node, "sh", "-c",
 		fmt.Sprintf("nft list map ip kube-proxy service-ips | grep -o ': goto service-[A-Z0-9]*-%s/' | wc -l", ns))

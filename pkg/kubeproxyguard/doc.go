@@ -18,12 +18,14 @@
 // svclb never gives it a svc: cluster. The guard logs the refusal once and
 // lists it under "refused" in /status; the CLI's delete and watch reject it.
 // A Service that loses the label (or whose namespace stops matching)
-// is no longer guarded; its ClusterIP entries stay deleted until
-// kube-proxy's next full sync restores them. To force one, restart the node's kube-proxy pod
-// (kubectl -n kube-system delete pod -l k8s-app=kube-proxy
-// --field-selector spec.nodeName=NODE).
+// is no longer guarded: the DaemonSet's guard (svclb-guard run,
+// Options.RestoreUnchosen) writes kube-proxy's elements back as they were
+// (see Putting back). The one-shot and watch commands do not; what they
+// cut stays cut until kube-proxy's next full sync restores it. To force
+// one, restart the node's kube-proxy pod (kubectl -n kube-system delete pod
+// -l k8s-app=kube-proxy --field-selector spec.nodeName=NODE).
 //
-// # What is deleted
+// # What is cut
 //
 // Only in table ip kube-proxy, and only a chosen Service's ClusterIP entry
 // points: the elements of service-ips and no-endpoint-services whose key
@@ -56,18 +58,58 @@
 // Both the v1.34 layout (endpoint- chains) and the v1.37 layout (one numgen
 // dnat map per service- chain) are handled: they share these names.
 //
-// A pass (Reconcile) reads those elements and deletes the ones of chosen
-// Services in one transaction. Transactions carry at most 64 elements
-// (several Services each, a Service never split): the kernel acknowledges
-// every one. DeleteNow runs passes until one succeeds.
+// # How it is cut
 //
-// # Keeping them deleted
+// An element is cut by overwriting, not deleting it: in one transaction the
+// guard deletes it and adds it back with the same key, the verdict continue
+// and the comment CutCommentPrefix "|" kube-proxy's verdict "|" kube-proxy's
+// comment, e.g.
 //
-// kube-proxy restores the elements on a full sync (start-up, after a
-// failed transaction, node label changes). Guard.Run subscribes to nftables events (nft monitor) and runs
-// a pass after any addition, so a restore is cut again within milliseconds;
-// a periodic pass (Options.Resync) backs it up. When the kernel closes the
-// subscription (ENOBUFS) it is renewed and a pass runs.
+//	10.96.100.100 . tcp . 80 comment "svclb-guard-cut|goto service-C642UMGT-default/demo/tcp/http|" : continue
+//	10.96.135.185 . tcp . 5353 comment "svclb-guard-cut|goto reject-chain|default/empty:5353-53" : continue
+//
+// A vmap lookup whose verdict is continue goes on to the chain's next rule,
+// as one that finds nothing does (nft_do_chain), so ClusterIP traffic meets
+// kube-proxy's cluster-ips-check REJECT as if the element were gone. But
+// the key stays: kube-proxy keeps its own record of the elements it wrote
+// (nftElementStorage, pkg/proxy/nftables/proxier.go) and, when it later
+// deletes the key (Service deleted, or the element moves between
+// service-ips and no-endpoint-services as endpoints come and go), that
+// delete succeeds. Had the guard deleted the element, kube-proxy's whole
+// transaction would fail and every change on the node wait for its retry,
+// up to 30 s. kube-proxy's partial syncs compare with its record only and
+// never restore a cut element; its full syncs read "continue", want its own
+// verdict, and delete and re-add the element: a restore, cut again.
+//
+// The comment says whose the element is and keeps what putting it back
+// needs; it stays within nft's comment limit of 128 characters (so a
+// listing of the table still loads with nft -f). A verdict and comment too
+// long for it leave the bare CutCommentPrefix: cut all the same, but
+// only kube-proxy's next full sync puts it back (logged at the cut).
+//
+// A pass (Reconcile) reads those elements and cuts the ones of chosen
+// Services on kube-proxy's path. A transaction carries at most 64 messages
+// (two per element; several Services each, a Service never split): the
+// kernel acknowledges every one. DeleteNow runs passes until one succeeds.
+//
+// # Keeping them cut
+//
+// kube-proxy restores the elements on a full sync (start-up, node label
+// changes, periodically). Guard.Run subscribes to nftables events (nft
+// monitor) and runs a pass after any addition, so a restore is cut again
+// within milliseconds; a periodic pass (Options.Resync) backs it up. When
+// the kernel closes the subscription (ENOBUFS) it is renewed and a pass
+// runs. The guard's own overwrite is an addition too: it triggers one more
+// pass, which finds the element cut and writes nothing.
+//
+// # Putting back
+//
+// With Options.RestoreUnchosen, a pass also puts back, as kube-proxy wrote
+// them (its verdict and comment, delete and add in one transaction), the
+// cut elements of every Service that is not chosen: one that lost its
+// label, left a selected namespace, or did so while the guard was down. It
+// does so only once SetServices has said which Services are chosen, so a
+// restarted guard does not uncut everything before its watch has synced.
 //
 // # Status
 //
@@ -89,12 +131,12 @@
 //	    "namespace": "default", "name": "demo",
 //	    "guardedSince": "2026-11-29T15:59:00Z",
 //	    "state": "clean",                   // unknown | on-path | clean
-//	    "remaining": [],                    // ClusterIP entries the last cut failed to delete
-//	    "deleted": [                        // every ClusterIP entry deleted, once each
+//	    "remaining": [],                    // ClusterIP entries the last cut failed to cut
+//	    "deleted": [                        // every ClusterIP entry cut, once each, as kube-proxy wrote it
 //	      {"kind": "element", "name": "service-ips: 10.96.100.100 . tcp . 80 : goto service-C642UMGT-default/demo/tcp/http"},
 //	      {"kind": "element", "name": "service-ips: 10.96.100.100 . tcp . 443 : goto service-LE7AQETR-default/demo/tcp/https"}
 //	    ],
-//	    "deletions": 3,                     // cut transactions
+//	    "deletions": 3,                     // cut transactions (the names predate the overwrite)
 //	    "redeletions": 2,                   // cuts after kube-proxy restored it
 //	    "lastRedeletion": "2026-11-29T16:00:00Z",  // omitted before the first
 //	    "lastRedeletionLatencySeconds": 0.0021,    // restore observed -> cut committed
@@ -106,9 +148,10 @@
 //	  }]
 //	}
 //
-// "clean" means no ClusterIP entry of the Service is left in the table
-// (kube-proxy's NodePort and external entries of it are not counted: they
-// stay); "on-path" means the last cut failed and one is.
+// "clean" means no ClusterIP entry of the Service is left on kube-proxy's
+// path: each is cut (verdict continue) or gone (kube-proxy's NodePort and
+// external entries of it are not counted: they stay); "on-path" means the
+// last cut failed and one is.
 // The re-deletion latency runs from the guard observing the restore (the
 // nft event's arrival, or the start of the periodic pass that found it) to
 // the commit of the transaction that cut it again.
@@ -120,15 +163,17 @@
 //	guard.go     Guard, Options, New; the chosen set (SetServices)
 //	run.go       Run (passes on nft events, every Resync, after a failure); DeleteNow
 //	pass.go      Reconcile: one pass as read, cut, record
-//	table.go     read: the ClusterIP entries of kube-proxy's table, grouped by Service (readTable)
+//	table.go     read: the ClusterIP entries of kube-proxy's table, on path or cut, grouped by Service (readTable)
 //	element.go   read: which Service a verdict-map element belongs to; nft's notation
 //	names.go     read: kube-proxy's chain and comment names taken apart
-//	cut.go       cut: the transactions, grouped up to maxOps elements
+//	cut.go       cut: the overwrite transactions, grouped up to maxOps messages
+//	cutmark.go   cut: the guard's comment on a cut element (CutCommentPrefix)
+//	restore.go   put back: the cut elements of Services no longer chosen
 //	record.go    record: per-Service state, metrics, re-deletion latency
 //	status.go    Status and Handler (/status, /metrics, /healthz)
 //	metrics.go   the Prometheus metrics
 //	monitor.go   the nft event subscription that triggers passes
 //	services.go  WatchServices: the labelled Services, from the apiserver
 //	namespaces.go  WatchServicesByNamespace (--namespace-selector): and every Service of the selected namespaces
-//	list.go      List: the read-only listing behind `svclb-guard list` (ClusterIP entries)
+//	list.go      List: the read-only listing behind `svclb-guard list` (ClusterIP entries, on path and cut)
 package kubeproxyguard

@@ -5,43 +5,48 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 )
 
 // elementOwner names the Service an element of service-ips or
-// no-endpoint-services belongs to: by the chain its verdict jumps to
-// (service-ips: "goto service-<hash>-ns/name/…"), or by kube-proxy's
-// comment (no-endpoint-services: the verdict is only "goto reject-chain" or
-// "drop", so the comment "ns/name:port" is what names the Service port).
-func elementOwner(mapName string, e nftables.SetElement) (types.NamespacedName, string, bool) {
-	verdict := decodeVerdict(e.Val)
-	desc := mapName + ": " + formatKey(e.Key)
-	if e.Comment != "" {
-		desc += fmt.Sprintf(" comment %q", e.Comment)
-	}
-	desc += " : " + verdict.String()
-	if verdict.Chain != "" {
-		if n, ok := parseChainName(verdict.Chain); ok {
-			return n.Service, desc, true
+// no-endpoint-services belongs to, given kube-proxy's verdict and comment
+// (a cut element's are kept in its comment, cutMark): by the chain the
+// verdict jumps to (service-ips: "goto service-<hash>-ns/name/…"), or by
+// kube-proxy's comment (no-endpoint-services: the verdict is only "goto
+// reject-chain" or "drop", so the comment "ns/name:port" is what names the
+// Service port).
+func elementOwner(mapName string, v verdict, comment string) (types.NamespacedName, bool) {
+	if v.Chain != "" {
+		if n, ok := parseChainName(v.Chain); ok {
+			return n.Service, true
 		}
 	}
-	if mapName == noEndpointServicesMap && e.Comment != "" {
-		if svc, ok := parseComment(e.Comment); ok {
-			return svc, desc, true
+	if mapName == noEndpointServicesMap && comment != "" {
+		if svc, ok := parseComment(comment); ok {
+			return svc, true
 		}
 	}
-	return types.NamespacedName{}, "", false
+	return types.NamespacedName{}, false
 }
 
-// internalVerdict reports whether a service-ips element jumps to its
-// Service's internal traffic chain (service- or local-), as kube-proxy's
+// describe prints an element as nft does, prefixed by its map:
+// "service-ips: 10.96.100.100 . tcp . 80 : goto service-…".
+func describe(mapName string, key []byte, v verdict, comment string) string {
+	desc := mapName + ": " + formatKey(key)
+	if comment != "" {
+		desc += fmt.Sprintf(" comment %q", comment)
+	}
+	return desc + " : " + v.String()
+}
+
+// internalVerdict reports whether a service-ips element's verdict jumps to
+// its Service's internal traffic chain (service- or local-), as kube-proxy's
 // ClusterIP entries do; its external-IP and load-balancer entries jump to
 // the external- (or firewall-) chain.
-func internalVerdict(e nftables.SetElement) bool {
-	n, ok := parseChainName(decodeVerdict(e.Val).Chain)
+func internalVerdict(v verdict) bool {
+	n, ok := parseChainName(v.Chain)
 	return ok && (n.Prefix == "service-" || n.Prefix == "local-")
 }
 
@@ -83,7 +88,7 @@ func decodeVerdict(b []byte) verdict {
 	var v verdict
 	ad, err := netlink.NewAttributeDecoder(b)
 	if err != nil {
-		return verdict{Code: -100}
+		return verdict{Code: verdictUnknown}
 	}
 	ad.ByteOrder = binary.BigEndian
 	for ad.Next() {
@@ -95,7 +100,7 @@ func decodeVerdict(b []byte) verdict {
 		}
 	}
 	if ad.Err() != nil {
-		return verdict{Code: -100}
+		return verdict{Code: verdictUnknown}
 	}
 	return v
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
-// Label chooses a Service: the guard deletes kube-proxy's ClusterIP entry
-// points of every Service labelled Label=LabelValue, and keeps deleting them.
+// Label chooses a Service: the guard cuts kube-proxy's ClusterIP entry
+// points of every Service labelled Label=LabelValue, and keeps them cut.
 const (
 	Label      = contract.KubeProxyLabel
 	LabelValue = contract.KubeProxyCut
@@ -33,11 +33,19 @@ type Options struct {
 	Resync time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// RestoreUnchosen: the chosen set (SetServices) is every Service to
+	// keep cut on the node, as in the DaemonSet (svclb-guard run). A pass
+	// then puts back kube-proxy's verdict and comment on the cut elements
+	// of every other Service: one that lost its label, left a selected
+	// namespace, or did so while the guard was down. Not before the first
+	// SetServices. The one-shot and watch commands leave it off: their
+	// few Services are not the node's whole truth.
+	RestoreUnchosen bool
 }
 
-// Guard deletes kube-proxy's ClusterIP entry points (map elements) of chosen
-// Services in one network namespace and deletes them again whenever they
-// come back.
+// Guard cuts kube-proxy's ClusterIP entry points (map elements) of chosen
+// Services in one network namespace (verdict continue, see cut) and cuts
+// them again whenever kube-proxy restores them.
 type Guard struct {
 	o       Options
 	conn    *nftables.Conn
@@ -49,8 +57,11 @@ type Guard struct {
 	mu       sync.Mutex
 	services map[types.NamespacedName]*serviceState
 	refused  map[types.NamespacedName]string // chosen but never guarded → why
-	observed time.Time                       // earliest nft event not yet handled by a pass
-	st       Status                          // node-level part of Status (Services filled on read)
+	// chosenKnown: SetServices was called; until then no Service counts
+	// as unchosen (RestoreUnchosen).
+	chosenKnown bool
+	observed    time.Time // earliest nft event not yet handled by a pass
+	st          Status    // node-level part of Status (Services filled on read)
 
 	kick chan struct{}
 
@@ -138,15 +149,17 @@ func Refuse(svc types.NamespacedName) string {
 }
 
 // SetServices replaces the set of chosen Services. A Service that leaves
-// the set is no longer guarded; its ClusterIP entries stay deleted until
-// kube-proxy's next full sync restores them (restart the node's kube-proxy
-// pod to force one). A Service Refuse names is never guarded: it is logged once and
+// the set is no longer guarded: with Options.RestoreUnchosen the next pass
+// puts its cut ClusterIP entries back as kube-proxy wrote them; without,
+// they stay cut until kube-proxy's next full sync restores them (restart
+// the node's kube-proxy pod to force one). A Service Refuse names is never guarded: it is logged once and
 // listed in Status.Refused while it stays chosen.
 func (g *Guard) SetServices(svcs []types.NamespacedName) {
 	g.mu.Lock()
 	want := map[types.NamespacedName]bool{}
 	refused := map[types.NamespacedName]string{}
-	changed := false
+	changed := !g.chosenKnown
+	g.chosenKnown = true
 	for _, s := range svcs {
 		if why := Refuse(s); why != "" {
 			if _, said := g.refused[s]; !said {
@@ -166,7 +179,12 @@ func (g *Guard) SetServices(svcs []types.NamespacedName) {
 		if !want[s] {
 			delete(g.services, s)
 			g.metrics.forget(s)
-			g.log.Info("no longer guarding Service; kube-proxy restores it on its next full sync", "service", s)
+			if g.o.RestoreUnchosen {
+				g.log.Info("no longer guarding Service; putting its ClusterIP entries back", "service", s)
+			} else {
+				g.log.Info("no longer guarding Service; kube-proxy restores it on its next full sync", "service", s)
+			}
+			changed = true
 		}
 	}
 	g.refused = refused

@@ -3,16 +3,23 @@ package kubeproxyguard
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -161,6 +168,161 @@ func TestGuardWithRealKubeProxy(t *testing.T) {
 	for _, s := range g.Status().Services {
 		t.Logf("%s/%s: %d re-deletions, last latency %.2f ms, %d errors", s.Namespace, s.Name, s.Redeletions, s.LastRedeletionLatencySeconds*1000, s.Errors)
 	}
+}
+
+// TestGuardKubeProxySyncsWithoutFailures: kube-proxy deletes or moves the
+// guarded Service's cut element (its endpoints go to 0 and back, then the
+// Service is deleted) while an unguarded Service changes. Each of kube-proxy's
+// transactions must succeed (its sync failures counter stays 0: with the
+// element deleted instead of overwritten, its delete of the key fails the
+// whole transaction and it retries up to 30 s later), the guarded Service
+// stays cut, and the unguarded change is programmed promptly.
+func TestGuardKubeProxySyncsWithoutFailures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts kube-apiserver, etcd and kube-proxy")
+	}
+	ns := netnstest.New(t)
+	kp := testenv.Binary(t, "kube-proxy")
+	cfg := testenv.Start(t, testenv.Options{})
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	kubeconfig := forwardAPIServer(t, ns, cfg)
+	const node = "node-a"
+	createNode(t, kube, node)
+	demo, keep := svc("default/demo"), svc("default/keep")
+	for _, s := range []types.NamespacedName{demo, keep} {
+		lbls := map[string]string{}
+		if s == demo {
+			lbls[Label] = LabelValue
+		}
+		if _, err := kube.CoreV1().Services(s.Namespace).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, Labels: lbls},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setEndpoints(t, kube, demo, "10.244.1.10")
+	setEndpoints(t, kube, keep, "10.244.3.30")
+
+	startKubeProxy(t, ns, kp, kubeconfig, node)
+	c := conn(t, ns)
+	both := []types.NamespacedName{demo, keep}
+	if _, ok := waitFor(60*time.Second, func() bool { return len(onPath(t, c, both)) == 2 }); !ok {
+		t.Fatalf("kube-proxy did not program both Services: %v", onPath(t, c, both))
+	}
+	g := startGuard(t, ns, 5*time.Second)
+	watched := make(chan error, 1)
+	go func() { watched <- WatchServices(ctx, kube, g) }()
+	defer func() { cancel(); <-watched }() //nolint:errcheck // the watch ends with ctx's error
+	onlyKeep := func(what string) {
+		t.Helper()
+		if _, ok := waitFor(10*time.Second, func() bool { return slices.Equal(onPath(t, c, both), []types.NamespacedName{keep}) }); !ok {
+			t.Fatalf("%s: on kube-proxy's path: %v, want only %v", what, onPath(t, c, both), keep)
+		}
+	}
+	onlyKeep("guarded")
+	failures := func(what string) {
+		t.Helper()
+		if n := kubeProxySyncFailures(t, ns); n != 0 {
+			t.Errorf("%s: kube-proxy counted %v failed nftables syncs", what, n)
+		}
+	}
+	failures("guarded")
+
+	// Each step makes kube-proxy delete the cut key (as it is in its own
+	// record), then changes keep: kube-proxy must program it within a
+	// couple of sync periods (minSyncPeriod 1 s), not after a failed
+	// transaction's 30 s retry.
+	for i, step := range []struct {
+		what string
+		do   func()
+	}{
+		{"demo's endpoints gone (service-ips -> no-endpoint-services)", func() { setEndpoints(t, kube, demo) }},
+		{"demo's endpoints back (no-endpoint-services -> service-ips)", func() { setEndpoints(t, kube, demo, "10.244.1.11") }},
+		{"demo deleted", func() {
+			if err := kube.CoreV1().Services(demo.Namespace).Delete(ctx, demo.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		step.do()
+		ip := fmt.Sprintf("10.244.3.%d", 31+i)
+		setEndpoints(t, kube, keep, ip)
+		took, ok := waitFor(5*time.Second, func() bool { return strings.Contains(listTable(t, ns), "dnat to "+ip+":8080") })
+		if !ok {
+			t.Fatalf("%s: keep's new endpoint %s not programmed after %v", step.what, ip, took)
+		}
+		t.Logf("%s: keep's change programmed in %v", step.what, took.Round(time.Millisecond))
+		onlyKeep(step.what)
+		failures(step.what)
+	}
+	// kube-proxy removed demo's key itself: no ClusterIP entry of it is
+	// left, cut or not (its emptied chains go later, kube-proxy's way).
+	tb, err := readTable(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := tb.services[demo]; o != nil {
+		t.Errorf("demo deleted, but the table still holds %v, cut %v", o.names(), o.cutNames())
+	}
+}
+
+// createNode creates the Node kube-proxy runs as, with the address it
+// waits (up to 30 s) for.
+func createNode(t *testing.T, kube kubernetes.Interface, name string) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.NodeSpec{PodCIDR: "10.244.1.0/24", PodCIDRs: []string{"10.244.1.0/24"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.10"}}
+	if _, err := kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kubeProxySyncFailures reads kube-proxy's count of failed nftables
+// transactions from its /metrics (127.0.0.1:10249 inside ns).
+func kubeProxySyncFailures(t *testing.T, ns *netnstest.NS) float64 {
+	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
+			// The socket is made on a thread inside ns: it stays there.
+			derr := ns.Do(func() error {
+				conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+				return nil
+			})
+			return conn, errors.Join(derr, err)
+		},
+	}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("http://127.0.0.1:10249/metrics")
+	if err != nil {
+		t.Fatalf("kube-proxy metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("kube-proxy metrics: %v", err)
+	}
+	// A series per ip_family, absent until its first failure.
+	const name = "kubeproxy_sync_proxy_rules_nftables_sync_failures_total"
+	if _, ok := mfs["kubeproxy_sync_proxy_rules_duration_seconds"]; !ok {
+		t.Fatalf("kube-proxy metrics lack kubeproxy_sync_proxy_rules_duration_seconds: not kube-proxy's /metrics?")
+	}
+	var n float64
+	for _, m := range mfs[name].GetMetric() {
+		n += m.GetCounter().GetValue()
+	}
+	return n
 }
 
 func setEndpoints(t *testing.T, kube kubernetes.Interface, s types.NamespacedName, ips ...string) {

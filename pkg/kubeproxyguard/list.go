@@ -11,12 +11,13 @@ import (
 // ServiceObjects is a Service's ClusterIP entries in kube-proxy's table.
 type ServiceObjects struct {
 	Service types.NamespacedName
-	Objects []ObjectRef
+	Objects []ObjectRef // on kube-proxy's path: what the guard would cut
+	Cut     []ObjectRef // cut by the guard, as nft prints them (verdict continue)
 }
 
 // List reads kube-proxy's table in the namespace netNS (0: the caller's)
-// and returns every Service that has ClusterIP entries in it (what the
-// guard would cut), sorted, without changing anything.
+// and returns every Service that has ClusterIP entries in it, on path or
+// cut, sorted, without changing anything.
 func List(netNS int) ([]ServiceObjects, error) {
 	c, err := nftables.New(nftables.WithNetNSFd(netNS))
 	if err != nil {
@@ -28,7 +29,7 @@ func List(netNS int) ([]ServiceObjects, error) {
 	}
 	var r []ServiceObjects
 	for svc, o := range tb.services {
-		r = append(r, ServiceObjects{Service: svc, Objects: o.names()})
+		r = append(r, ServiceObjects{Service: svc, Objects: o.names(), Cut: o.cutNames()})
 	}
 	sort.Slice(r, func(i, j int) bool { return r[i].Service.String() < r[j].Service.String() })
 	return r, nil

@@ -110,8 +110,11 @@ func (g *Guard) closeMonitor() {
 
 // relevant reports whether a batch of events may have restored something:
 // any addition to kube-proxy's table. Element events carry no table name
-// once parsed, so every element addition counts; deletions (the guard's
-// own included) never do.
+// once parsed, so every element addition counts; deletions never do. The
+// guard's own cut (and restore) adds an element too, so it triggers one
+// more pass; that pass finds the element cut (verdict continue, the
+// guard's comment), not on path, and writes nothing: no loop
+// (TestGuardOwnWritesDoNotLoop).
 func relevant(evs *nftables.MonitorEvents) bool {
 	for _, e := range evs.Changes {
 		switch e.Type {

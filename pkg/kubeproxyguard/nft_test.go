@@ -152,7 +152,7 @@ func diffLines(a, b string) (removed, added []string) {
 // startGuard runs a Guard in ns until the test ends.
 func startGuard(t testing.TB, ns *netnstest.NS, resync time.Duration, svcs ...types.NamespacedName) *Guard {
 	t.Helper()
-	g, err := New(Options{NodeName: "test", NetNS: ns.Fd(), Resync: resync, Logger: testLogger(t)})
+	g, err := New(Options{NodeName: "test", NetNS: ns.Fd(), Resync: resync, Logger: testLogger(t), RestoreUnchosen: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,10 +273,10 @@ func TestGuardV134(t *testing.T) {
 	waitClean(t, c, chosen134)
 	after := listTable(t, ns)
 	golden.Check(t, filepath.Join("testdata", "v1.34-guarded.golden"), []byte(after))
-	// The ClusterIP entry points of the chosen Services go, nothing else:
-	// their chains, affinity sets, NodePort element (default/demo's tcp .
-	// 30080) and cluster-ips elements stay byte for byte.
-	expectOnlyRemoved(t, before, after,
+	// The ClusterIP entry points of the chosen Services are cut, nothing
+	// else: their chains, affinity sets, NodePort element (default/demo's
+	// tcp . 30080) and cluster-ips elements stay byte for byte.
+	expectOnlyCut(t, before, after,
 		"10.96.100.100 . tcp . 80 : goto service-C642UMGT-default/demo/tcp/http,",
 		"10.96.135.185 . tcp . 5353 comment \"default/empty:5353-53\" : goto reject-chain,",
 		"10.96.20.20 . tcp . 8080 : goto service-4BJXAE53-default/sticky/tcp/web,",
@@ -317,32 +317,59 @@ func TestGuardV134(t *testing.T) {
 	}
 }
 
-// expectOnlyRemoved fails unless after is before without exactly the lines
-// removed (canonical listings: one element a line), and the "elements = {"
-// and "}" of a map left empty.
-func expectOnlyRemoved(t *testing.T, before, after string, removed ...string) {
+// expectOnlyCut fails unless after is before with exactly the element lines
+// replaced (canonical listings: one element a line) by their cut: same key,
+// verdict continue, and the comment "svclb-guard-cut|<verdict>|<comment>"
+// keeping kube-proxy's verdict and comment.
+func expectOnlyCut(t *testing.T, before, after string, replaced ...string) {
 	t.Helper()
-	lines, added := diffLines(before, after)
-	var got []string
-	opened, closed := 0, 0
-	for _, l := range lines {
-		switch l = strings.TrimSpace(l); l {
-		case "elements = {":
-			opened++
-		case "}":
-			closed++
-		default:
-			got = append(got, l)
+	removed, added := diffLines(before, after)
+	removed, added = withoutCommon(removed, added)
+	var cut []string
+	for _, l := range replaced {
+		cut = append(cut, cutLine(l))
+	}
+	slices.Sort(removed)
+	slices.Sort(added)
+	replaced = slices.Sorted(slices.Values(replaced))
+	slices.Sort(cut)
+	if !slices.Equal(removed, replaced) || !slices.Equal(added, cut) {
+		t.Fatalf("guarding changed the ruleset by\n%s\nwant only these lines replaced:\n%s\nby:\n%s",
+			lineDiff(before, after), strings.Join(replaced, "\n"), strings.Join(cut, "\n"))
+	}
+}
+
+// cutLine is the cut of an element line "KEY [comment "C"] : VERDICT," as
+// nft prints it, spelled out here rather than by the code under test.
+func cutLine(l string) string {
+	indent := l[:len(l)-len(strings.TrimLeft(l, "\t "))]
+	head, v, _ := strings.Cut(strings.TrimSuffix(strings.TrimSpace(l), ","), " : ")
+	key, c, _ := strings.Cut(head, ` comment "`)
+	return indent + key + ` comment "svclb-guard-cut|` + v + "|" + strings.TrimSuffix(c, `"`) + `" : continue,`
+}
+
+// withoutCommon drops the lines both in removed and added (a line the
+// canonical sort moved), trimmed.
+func withoutCommon(removed, added []string) ([]string, []string) {
+	count := map[string]int{}
+	for _, l := range added {
+		count[strings.TrimSpace(l)]++
+	}
+	var r, a []string
+	for _, l := range removed {
+		l = strings.TrimSpace(l)
+		if count[l] > 0 {
+			count[l]--
+			continue
+		}
+		r = append(r, l)
+	}
+	for l, n := range count {
+		for range n {
+			a = append(a, l)
 		}
 	}
-	if opened != closed {
-		t.Fatalf("guarding removed %d element blocks but %d closing braces:\n%s", opened, closed, lineDiff(before, after))
-	}
-	slices.Sort(got)
-	removed = slices.Sorted(slices.Values(removed))
-	if len(added) > 0 || !slices.Equal(got, removed) {
-		t.Fatalf("guarding changed the ruleset by\n%s\nwant only these lines removed:\n%s", lineDiff(before, after), strings.Join(removed, "\n"))
-	}
+	return r, a
 }
 
 func TestGuardV137(t *testing.T) {
@@ -355,7 +382,7 @@ func TestGuardV137(t *testing.T) {
 	waitClean(t, c, demo)
 	after := listTable(t, ns)
 	golden.Check(t, filepath.Join("testdata", "v1.37-guarded.golden"), []byte(after))
-	expectOnlyRemoved(t, before, after, "10.96.100.100 . tcp . 80 : goto service-C642UMGT-default/demo/tcp/http,")
+	expectOnlyCut(t, before, after, "10.96.100.100 . tcp . 80 : goto service-C642UMGT-default/demo/tcp/http,")
 	for i := range 3 {
 		load(t, ns, "kube-proxy-v1.37-restore.nft")
 		expectCut(t, c, demo, fmt.Sprint("restore ", i))
@@ -481,8 +508,9 @@ func TestGuardRestartObjectsGone(t *testing.T) {
 	}
 }
 
-// A Service whose label is removed mid-run is no longer guarded: kube-proxy's
-// restore of it stays; the other Services are still re-deleted.
+// A Service whose label is removed mid-run is no longer guarded: the guard
+// puts it back, kube-proxy's restore of it stays; the other Services are
+// still cut again.
 func TestGuardLabelRemoved(t *testing.T) {
 	ns, c, g := guardedV134(t, 200*time.Millisecond)
 

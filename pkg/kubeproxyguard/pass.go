@@ -9,26 +9,34 @@ import (
 
 // pass is what one Reconcile read and did.
 type pass struct {
-	want     map[types.NamespacedName]bool // the chosen Services when the pass began
-	start    time.Time
-	observed time.Time // earliest nft event the pass handles (start if none)
-	tb       *table
+	want map[types.NamespacedName]bool // the chosen Services when the pass began
+	// authoritative: want is every Service to keep cut on the node
+	// (Options.RestoreUnchosen, and SetServices was called): put back the
+	// cut elements of every other Service.
+	authoritative bool
+	start         time.Time
+	observed      time.Time // earliest nft event the pass handles (start if none)
+	tb            *table
 
 	cut     []types.NamespacedName // on kube-proxy's ClusterIP path: cut in this pass, sorted
 	cutErrs map[types.NamespacedName]error
 	cutDone time.Time // the cut transactions committed (start when none ran)
+
+	restoreErr error // the last failed restore transaction
 }
 
 // Reconcile runs one pass: it reads kube-proxy's ClusterIP entry points of
-// the chosen Services and deletes those it finds (kube-proxy wrote them
-// first, or restored them).
+// the chosen Services and cuts those it finds on kube-proxy's path
+// (kube-proxy wrote them first, or restored them), and with
+// Options.RestoreUnchosen puts back the cut ones of Services no longer
+// chosen.
 func (g *Guard) Reconcile() (err error) {
 	g.passMu.Lock()
 	defer g.passMu.Unlock()
 
 	p := g.beginPass()
 	defer func() { g.recordPass(p, err) }()
-	if len(p.want) == 0 {
+	if len(p.want) == 0 && !p.authoritative {
 		return nil
 	}
 	if g.conn == nil {
@@ -51,19 +59,21 @@ func (g *Guard) Reconcile() (err error) {
 		return err
 	}
 	g.cutOnPath(p)
+	g.restoreUnchosen(p)
 	g.recordServices(p)
 	// A failed transaction's error repeats for every Service of its group:
 	// one says it.
 	for _, e := range p.cutErrs {
 		return e
 	}
-	return nil
+	return p.restoreErr
 }
 
 // beginPass takes the chosen Services and the pending nft event time.
 func (g *Guard) beginPass() *pass {
 	g.mu.Lock()
-	p := &pass{observed: g.observed, want: make(map[types.NamespacedName]bool, len(g.services))}
+	p := &pass{observed: g.observed, want: make(map[types.NamespacedName]bool, len(g.services)),
+		authoritative: g.o.RestoreUnchosen && g.chosenKnown}
 	g.observed = time.Time{}
 	for s := range g.services {
 		p.want[s] = true

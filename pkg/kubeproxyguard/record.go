@@ -72,9 +72,9 @@ func (g *Guard) recordCut(p *pass, svc types.NamespacedName, st *serviceState, o
 		st.lastLatency = p.cutDone.Sub(p.observed)
 		g.metrics.redeletions.WithLabelValues(svc.Namespace, svc.Name).Inc()
 		g.metrics.latency.Observe(st.lastLatency.Seconds())
-		g.log.Info("re-deleted kube-proxy ClusterIP entries", "service", svc, "latency", st.lastLatency)
+		g.log.Info("cut kube-proxy ClusterIP entries again", "service", svc, "latency", st.lastLatency)
 	} else {
-		g.log.Info("deleted kube-proxy ClusterIP entries", "service", svc, "elements", len(o.Elements))
+		g.log.Info("cut kube-proxy ClusterIP entries", "service", svc, "elements", len(o.Elements))
 	}
 	st.seenOff = true
 	st.state, st.remaining = StateClean, nil

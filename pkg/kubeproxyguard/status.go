@@ -13,13 +13,13 @@ import (
 const (
 	StateUnknown = "unknown" // no pass has looked yet
 	StateOnPath  = "on-path" // a ClusterIP entry of the Service is in the table (the last cut failed)
-	StateClean   = "clean"   // no ClusterIP entry of the Service left in the table
+	StateClean   = "clean"   // no ClusterIP entry of the Service left on kube-proxy's path (each cut, or gone)
 )
 
 // ObjectRef names one kube-proxy object. Elements are named as nft prints
 // them, prefixed by their map: "service-ips: 10.96.100.100 . tcp . 80 : goto service-…".
 type ObjectRef struct {
-	Kind string `json:"kind"` // element (the only kind the guard deletes)
+	Kind string `json:"kind"` // element (the only kind the guard cuts)
 	Name string `json:"name"`
 }
 
@@ -57,11 +57,13 @@ type ServiceStatus struct {
 	Name         string    `json:"name"`
 	GuardedSince time.Time `json:"guardedSince"`
 	State        string    `json:"state"`
-	// Remaining: the ClusterIP entries the last pass failed to delete
+	// Remaining: the ClusterIP entries the last pass failed to cut
 	// (empty when clean).
 	Remaining []ObjectRef `json:"remaining"`
-	// Deleted: every ClusterIP entry the guard has deleted for this
-	// Service, once each.
+	// Deleted: every ClusterIP entry the guard has cut for this Service,
+	// once each, named as kube-proxy wrote it ("… : goto service-…"), not as
+	// the cut reads ("… : continue"). The JSON names predate the overwrite
+	// and stay for their readers (fixtures/guard, e2e evidence).
 	Deleted []ObjectRef `json:"deleted"`
 	// Deletions counts cut transactions; Redeletions those after the guard
 	// had seen the Service off kube-proxy's path (kube-proxy restored it).

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -33,27 +34,45 @@ const (
 // un-intercepted connection to the VIP.
 const clusterIPsSet = "cluster-ips"
 
-// KindElement is the kind of every object in Status: the guard deletes map
+// KindElement is the kind of every object in Status: the guard cuts map
 // elements only.
 const KindElement = "element"
 
 // element is one map element that is a Service port's ClusterIP entry
-// point.
+// point, as kube-proxy wrote it or as the guard cut it.
 type element struct {
-	Map  *nftables.Set
-	Elem nftables.SetElement
-	Desc string // "service-ips: 10.96.100.100 . tcp . 80 : goto service-…"
+	Map *nftables.Set
+	Key []byte
+	// Verdict and Comment are kube-proxy's: read from the element, or, for
+	// a cut one, from the guard's comment (Mark).
+	Verdict verdict
+	Comment string
+	Desc    string // kube-proxy's element: "service-ips: 10.96.100.100 . tcp . 80 : goto service-…"
+	// Cut: the element is the guard's (verdict continue, comment
+	// CutCommentPrefix…); NftDesc is it as nft prints it.
+	Cut     bool
+	NftDesc string
 }
 
-// objects is what the kube-proxy table holds of one Service on the
-// ClusterIP path: its entry points, one per port (and per ClusterIP).
+// objects is what the kube-proxy table holds of one Service's ClusterIP
+// entry points, one per port (and per ClusterIP).
 type objects struct {
-	Elements []element
+	Elements []element // on kube-proxy's path: as kube-proxy wrote them
+	Cut      []element // cut by the guard (verdict continue)
 }
 
 // onPath reports whether kube-proxy still (or again) routes or rejects the
 // Service's ClusterIP traffic.
 func (o *objects) onPath() bool { return len(o.Elements) > 0 }
+
+// cutNames lists the cut elements as nft prints them.
+func (o *objects) cutNames() []ObjectRef {
+	var r []ObjectRef
+	for _, e := range o.Cut {
+		r = append(r, ObjectRef{Kind: KindElement, Name: e.NftDesc})
+	}
+	return r
+}
 
 // names lists the objects for status and logs.
 func (o *objects) names() []ObjectRef {
@@ -65,7 +84,7 @@ func (o *objects) names() []ObjectRef {
 }
 
 // table is a read-only view of kube-proxy's table: the ClusterIP entry
-// points, grouped by Service.
+// points, on path or cut, grouped by Service.
 type table struct {
 	t        *nftables.Table
 	services map[types.NamespacedName]*objects
@@ -87,8 +106,12 @@ func (g *Guard) read(want map[types.NamespacedName]bool) (*table, error) {
 	return tb, err
 }
 
-// readTable reads the ClusterIP entry points of the Services in want (all
-// Services when want is nil). A table without the cluster-ips set is an
+// readTable reads the ClusterIP entry points on kube-proxy's path of the
+// Services in want (all Services when want is nil), and the guard's cut ones
+// of every Service (a Service no longer chosen is put back from them). An
+// element whose verdict is continue routes nothing (nft_do_chain goes on to
+// the next rule, as on no match): never on path; the guard's own are its
+// cuts, anyone else's are ignored. A table without the cluster-ips set is an
 // error (errNoClusterIPs): without it the guard cannot tell a ClusterIP
 // from an external IP, and cuts nothing rather than a Service's external
 // path.
@@ -134,11 +157,15 @@ func readTable(c *nftables.Conn, want map[types.NamespacedName]bool) (*table, er
 			return nil, fmt.Errorf("list elements of map %s: %w", name, err)
 		}
 		for _, e := range elems {
-			svc, desc, ok := elementOwner(name, e)
-			if !ok || want != nil && !want[svc] {
+			el, ok := readElement(m, e)
+			if !ok {
 				continue
 			}
-			if name == serviceIPsMap && !internalVerdict(e) {
+			svc, ok := elementOwner(name, el.Verdict, el.Comment)
+			if !ok || !el.Cut && want != nil && !want[svc] {
+				continue
+			}
+			if name == serviceIPsMap && !internalVerdict(el.Verdict) {
 				// goto external-/firewall-: an external or load-balancer
 				// IP's entry, even keyed by an address that is some
 				// Service's ClusterIP.
@@ -148,7 +175,7 @@ func readTable(c *nftables.Conn, want map[types.NamespacedName]bool) (*table, er
 			if !ok {
 				continue
 			}
-			cands = append(cands, candidate{svc: svc, ip: ip, el: element{Map: m, Elem: e, Desc: desc}})
+			cands = append(cands, candidate{svc: svc, ip: ip, el: el})
 		}
 	}
 	if len(cands) == 0 {
@@ -167,9 +194,34 @@ func readTable(c *nftables.Conn, want map[types.NamespacedName]bool) (*table, er
 			o = &objects{}
 			tb.services[cd.svc] = o
 		}
-		o.Elements = append(o.Elements, cd.el)
+		if cd.el.Cut {
+			o.Cut = append(o.Cut, cd.el)
+		} else {
+			o.Elements = append(o.Elements, cd.el)
+		}
 	}
 	return tb, nil
+}
+
+// readElement reads an element of service-ips or no-endpoint-services:
+// kube-proxy's, or the guard's cut with kube-proxy's verdict and comment
+// taken from its mark. ok is false for a continue element that is not
+// the guard's, and for a cut whose original was not kept (its owner is
+// unknown: it stays cut until kube-proxy's next full sync).
+func readElement(m *nftables.Set, e nftables.SetElement) (element, bool) {
+	v := decodeVerdict(e.Val)
+	if v.Code != int32(expr.VerdictContinue) {
+		return element{Map: m, Key: e.Key, Verdict: v, Comment: e.Comment, Desc: describe(m.Name, e.Key, v, e.Comment)}, true
+	}
+	mark, ok := parseCutComment(e.Comment)
+	if !ok || !mark.restorable() {
+		return element{}, false
+	}
+	return element{
+		Map: m, Key: e.Key, Verdict: mark.Verdict, Comment: mark.Comment,
+		Desc: describe(m.Name, e.Key, mark.Verdict, mark.Comment),
+		Cut:  true, NftDesc: describe(m.Name, e.Key, v, e.Comment),
+	}, true
 }
 
 // setIPs reads an ipv4_addr set.
@@ -185,6 +237,18 @@ func setIPs(c *nftables.Conn, s *nftables.Set) (map[netip.Addr]bool, error) {
 		}
 	}
 	return ips, nil
+}
+
+// cutServices lists, sorted, the Services with elements the guard cut.
+func (tb *table) cutServices() []types.NamespacedName {
+	var r []types.NamespacedName
+	for svc, o := range tb.services {
+		if len(o.Cut) > 0 {
+			r = append(r, svc)
+		}
+	}
+	sortNames(r)
+	return r
 }
 
 // onPathServices lists, sorted, the Services kube-proxy still (or again)

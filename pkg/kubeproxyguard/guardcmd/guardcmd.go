@@ -32,9 +32,9 @@ var usage = `usage: svclb-guard <command> [flags]
 commands:
   run     guard the Services labelled ` + kubeproxyguard.Selector.String() + ` (DaemonSet mode; node name from NODE_NAME),
           and with -namespace-selector every Service of the namespaces it matches
-  list    print the Services that have ClusterIP entries in table ip kube-proxy
-  delete  NS/NAME...  delete their kube-proxy ClusterIP entries once
-  watch   NS/NAME...  keep deleting them until interrupted (no apiserver)
+  list    print the Services that have ClusterIP entries in table ip kube-proxy (on path, or "cut" by the guard)
+  delete  NS/NAME...  cut their kube-proxy ClusterIP entries once (verdict continue)
+  watch   NS/NAME...  keep them cut until interrupted (no apiserver)
 
 Run "svclb-guard <command> -h" for a command's flags.
 `
@@ -151,7 +151,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	g, err := kubeproxyguard.New(kubeproxyguard.Options{NodeName: *node, Resync: *resync, Logger: log})
+	g, err := kubeproxyguard.New(kubeproxyguard.Options{NodeName: *node, Resync: *resync, Logger: log, RestoreUnchosen: true})
 	if err != nil {
 		return err
 	}
@@ -225,10 +225,11 @@ func list(_ context.Context, args []string, stdout, stderr io.Writer) error {
 			Namespace string                     `json:"namespace"`
 			Name      string                     `json:"name"`
 			Objects   []kubeproxyguard.ObjectRef `json:"objects"`
+			Cut       []kubeproxyguard.ObjectRef `json:"cut"`
 		}
 		out := []entry{}
 		for _, s := range svcs {
-			out = append(out, entry{s.Service.Namespace, s.Service.Name, s.Objects})
+			out = append(out, entry{s.Service.Namespace, s.Service.Name, nonNil(s.Objects), nonNil(s.Cut)})
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -239,8 +240,19 @@ func list(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		for _, o := range s.Objects {
 			fmt.Fprintf(stdout, "  %-7s  %s\n", o.Kind, o.Name)
 		}
+		for _, o := range s.Cut {
+			fmt.Fprintf(stdout, "  %-7s  %s\n", "cut", o.Name)
+		}
 	}
 	return nil
+}
+
+// nonNil prints an empty list as [] in JSON.
+func nonNil(r []kubeproxyguard.ObjectRef) []kubeproxyguard.ObjectRef {
+	if r == nil {
+		return []kubeproxyguard.ObjectRef{}
+	}
+	return r
 }
 
 func deleteCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -262,7 +274,7 @@ func deleteCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer cancel()
 	err = g.DeleteNow(ctx)
 	for _, s := range g.Status().Services {
-		fmt.Fprintf(stdout, "%s/%s: %s, %d ClusterIP entries deleted\n", s.Namespace, s.Name, s.State, len(s.Deleted))
+		fmt.Fprintf(stdout, "%s/%s: %s, %d ClusterIP entries cut\n", s.Namespace, s.Name, s.State, len(s.Deleted))
 		for _, o := range s.Deleted {
 			fmt.Fprintf(stdout, "  %-7s  %s\n", o.Kind, o.Name)
 		}
