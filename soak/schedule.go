@@ -384,7 +384,7 @@ func (r *runner) kubeProxy(ctx context.Context, w *Window, node string) error {
 		lat = append(lat, a.LastRedeletionLatencySeconds*1000)
 	}
 	r.mu.Unlock()
-	w.notef("new kube-proxy Ready %s after the delete; the guard re-deleted %d Services, latency p50 %.1f ms, max %.1f ms",
+	w.notef("new kube-proxy Ready %s after the delete; the guard cut %d Services again, latency p50 %.1f ms, max %.1f ms",
 		kp.Ready.Sub(kp.Deleted).Round(100*time.Millisecond), len(after), Percentile(lat, 50), Percentile(lat, 100))
 	return nil
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // Cut is what kube-proxy held of one cut Service around a run. "Cut" means
-// the guard has deleted kube-proxy's ClusterIP entries of it on every node
+// the guard has cut kube-proxy's ClusterIP entries of it on every node
+// (each element's verdict overwritten with continue)
 // (its NodePort path stays kube-proxy's); a run during which kube-proxy
 // restored them measured kube-proxy, not the leg.
 type Cut struct {
