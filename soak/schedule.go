@@ -411,16 +411,25 @@ func (r *runner) guardState(ctx context.Context, node string) (map[string]kubepr
 	return out, nil
 }
 
+// restartWithin bounds a container restart: the kubelet holds back the
+// restart of a container killed within 10 min of its last one, 10 s
+// doubling up to 5 min (CrashLoopBackOff), which a long soak's later cycles
+// meet.
+const restartWithin = 6 * time.Minute
+
 // agentRestart restarts node's agent container.
 func (r *runner) agentRestart(ctx context.Context, w *Window, node string) error {
 	w.Node = node
-	rs, err := faults.RestartAgent(ctx, r.c, node, 2*time.Minute)
+	rs, err := faults.RestartAgent(ctx, r.c, node, restartWithin)
 	w.Start = rs.Killed
 	w.Steps = append(w.Steps, Step{"killed", rs.Killed}, Step{"running", rs.Running}, Step{"serving /status", rs.Ready})
 	if err != nil {
 		return err
 	}
 	w.notef("agent down %s, serving again %s after the kill (restart count %d)", rs.Down().Round(100*time.Millisecond), rs.Total().Round(100*time.Millisecond), rs.RestartCount)
+	if rs.BackOff {
+		w.notef("the kubelet held the restart back (CrashLoopBackOff: killed again within 10 min of its last restart)")
+	}
 	return nil
 }
 
@@ -472,7 +481,7 @@ func (r *runner) proxyRestart(ctx context.Context, w *Window, node string) error
 			}
 		})
 	}
-	rs, err := faults.RestartProxy(ctx, r.c, node, 2*time.Minute)
+	rs, err := faults.RestartProxy(ctx, r.c, node, restartWithin)
 	w.Start = rs.Killed
 	w.Steps = append(w.Steps, Step{"killed", rs.Killed}, Step{"running (kubelet)", rs.Running}, Step{"/ready LIVE", rs.Ready})
 	if err != nil {
@@ -508,6 +517,9 @@ func (r *runner) proxyRestart(ctx context.Context, w *Window, node string) error
 	}
 	w.notef("kill → the kubelet reports it running %s (its status lags), → /ready %s, → every listener bound %s",
 		rs.Down().Round(10*time.Millisecond), rs.Ready.Sub(rs.Running).Round(10*time.Millisecond), w.End.Sub(rs.Ready).Round(10*time.Millisecond))
+	if rs.BackOff {
+		w.notef("the kubelet held the restart back (CrashLoopBackOff: killed again within 10 min of its last restart)")
+	}
 	return nil
 }
 
