@@ -390,7 +390,7 @@ func Analyze(r *Record) {
 	}
 	f.ProxyRestarts = nil
 	for _, w := range r.Windows {
-		if w.Kind != KindProxy {
+		if w.Kind != KindProxy || w.Skipped {
 			continue
 		}
 		for _, c := range r.Clients {

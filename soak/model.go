@@ -110,6 +110,9 @@ type Window struct {
 	// Notes are what the fault measured, one line each.
 	Notes []string `json:"notes,omitempty"`
 	Error string   `json:"error,omitempty"`
+	// Skipped: the fault did not run (its note says why); the window is
+	// empty.
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 // Step is one instant of a fault.

@@ -33,6 +33,9 @@ type runner struct {
 	wl    workloads
 	stats *statsBank
 	start time.Time
+	// restarted is when each container the faults restart ("agent/<node>",
+	// "proxy/<node>") was last back (heldBack).
+	restarted map[string]time.Time
 
 	mu sync.Mutex // rec's slices, from the sampler and the faults
 }
@@ -64,7 +67,7 @@ func (r *runner) phase(name string, f func() error) error {
 // cluster is left as it was found: the namespace deleted, the agent's
 // ConfigMap restored, the apiserver back.
 func Run(ctx context.Context, c *cluster.Cluster, cfg Config, rec *Record) (err error) {
-	r := &runner{c: c, cfg: cfg, rec: rec, stats: newStatsBank(), start: rec.Started}
+	r := &runner{c: c, cfg: cfg, rec: rec, stats: newStatsBank(), start: rec.Started, restarted: map[string]time.Time{}}
 	rec.Settings = cfg.Settings
 	rec.Env.Proxy, rec.Env.Namespace = cfg.Proxy, Namespace
 	for _, n := range c.Nodes {

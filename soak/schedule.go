@@ -411,16 +411,41 @@ func (r *runner) guardState(ctx context.Context, node string) (map[string]kubepr
 	return out, nil
 }
 
-// restartWithin bounds a container restart: the kubelet holds back the
-// restart of a container killed within 10 min of its last one, 10 s
-// doubling up to 5 min (CrashLoopBackOff), which a long soak's later cycles
-// meet.
-const restartWithin = 6 * time.Minute
+// The kubelet holds back the restart of a container that exits within
+// 10 min of its last restart, 10 s doubling up to 5 min (CrashLoopBackOff;
+// client-go flowcontrol.Backoff forgets an entry after twice its 5 min
+// maximum). A long soak's cycles are about 5 min apart, so a container
+// fault repeats only once backOffForgotten has passed since the container
+// was last back: within it, the fault would measure the kubelet's policy,
+// not the container's restart. restartWithin still covers the longest
+// hold, should one happen.
+const (
+	backOffForgotten = 10*time.Minute + 30*time.Second
+	restartWithin    = 6 * time.Minute
+)
+
+// heldBack says, for a window about to restart container ("agent" or
+// "proxy") on node, whether to skip it: the kubelet would hold the
+// restart back. The window then notes why and ends at once.
+func (r *runner) heldBack(w *Window, container, node string) bool {
+	last, ok := r.restarted[container+"/"+node]
+	if !ok || time.Since(last) >= backOffForgotten {
+		return false
+	}
+	w.Skipped = true
+	w.notef("skipped: the %s on %s was last restarted %s ago; the kubelet holds a restart within %s of the last one back (CrashLoopBackOff)",
+		container, node, time.Since(last).Round(time.Second), backOffForgotten)
+	return true
+}
 
 // agentRestart restarts node's agent container.
 func (r *runner) agentRestart(ctx context.Context, w *Window, node string) error {
 	w.Node = node
+	if r.heldBack(w, "agent", node) {
+		return nil
+	}
 	rs, err := faults.RestartAgent(ctx, r.c, node, restartWithin)
+	defer func() { r.restarted["agent/"+node] = time.Now() }()
 	w.Start = rs.Killed
 	w.Steps = append(w.Steps, Step{"killed", rs.Killed}, Step{"running", rs.Running}, Step{"serving /status", rs.Ready})
 	if err != nil {
@@ -437,6 +462,10 @@ func (r *runner) agentRestart(ctx context.Context, w *Window, node string) error
 // soak pod's capture listener on node is bound again.
 func (r *runner) proxyRestart(ctx context.Context, w *Window, node string) error {
 	w.Node = node
+	if r.heldBack(w, "proxy", node) {
+		return nil
+	}
+	defer func() { r.restarted["proxy/"+node] = time.Now() }()
 	b, err := r.c.NodeGet(ctx, node, contract.AgentPort, "/status")
 	if err != nil {
 		return err
