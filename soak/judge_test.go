@@ -79,6 +79,26 @@ func TestJudgePasses(t *testing.T) {
 	}
 }
 
+// TestJudgeReusedAddress: a long soak reuses a client's ports, so two
+// refusals can name the same address; the one nearest the attempt is its
+// own, and the earlier one (another connection, refused no-service) does not
+// decide.
+func TestJudgeReusedAddress(t *testing.T) {
+	r := record()
+	earlier := r.Refusals[0]
+	earlier.Time, earlier.Reason, earlier.Service = at(2), "no-service", ""
+	later := earlier
+	later.Time = at(60)
+	r.Refusals = append([]Refusal{earlier, later}, r.Refusals...)
+	v := Judge(r)
+	if !v.Pass {
+		t.Fatalf("want a pass, got %v", v.Reasons)
+	}
+	if im := v.Impacts[1]; im.Refused["no-endpoints"] != 1 || im.Refused["no-service"] != 0 {
+		t.Errorf("scale impact %+v: want its own no-endpoints refusal matched", im)
+	}
+}
+
 // TestJudgeFails: each change turns the pass into a failure whose reason
 // says what broke.
 func TestJudgeFails(t *testing.T) {
@@ -99,6 +119,10 @@ func TestJudgeFails(t *testing.T) {
 			r.Refusals = r.Refusals[1:]
 		}, "no agent logged a refusal"},
 		"scale refusal of another reason": {func(r *Record) { r.Refusals[0].Reason = "no-service" }, "may only refuse no-endpoints"},
+		"scale refusal of another connection": {func(r *Record) {
+			// The same client address, reused by a later connection: not this attempt's refusal.
+			r.Refusals[0].Time = at(31 + refusalWithin.Seconds() + 1)
+		}, "no agent logged a refusal"},
 		"rolling: closed before a backend answered": {func(r *Record) {
 			r.Clients[0].Events = append(r.Clients[0].Events, echo.LoadEvent{Kind: echo.LoadFail, Time: at(15), End: at(15.1), Target: TargetRoll, Err: echo.ErrEOF})
 		}, "maxUnavailable 0"},
