@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"regexp"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/e2e/internal/measure"
@@ -158,6 +160,11 @@ func (u *untilReply) describe(created time.Time, path string) (string, float64) 
 		// was retransmitted once the Service was programmed. Its start says
 		// nothing; its reply is when the Service answered.
 		ms += first.Millis
+		if ms < 0 {
+			// Nothing new can answer before it exists: an old Service at the
+			// address did (waitUnrouted should have prevented it).
+			return fmt.Sprintf("%s: a reply %.0f ms before the Service's creation, from whatever still held the address", path, -ms), -1
+		}
 		return fmt.Sprintf("%s: first reply %.0f ms after the Service's creation, to an attempt started %.0f ms before it (a retransmitted SYN)",
 			path, ms, -float64(first.Start.Sub(created).Microseconds())/1000), ms
 	}
@@ -185,6 +192,13 @@ func measureNewService(ctx context.Context, w *newServiceWorkload, run *evidence
 	stat := proxy.ClusterStat(contract.StatName(suite.legsNS, newServiceName, 80), proxy.UpstreamCxTotal)
 	before, err := nodeStats(ctx, []string{node})
 	if err != nil {
+		return err
+	}
+
+	// The previous run's Services at these addresses are gone from the API,
+	// but kube-proxy drops them a sync later: a probe started before would
+	// be answered by the old twin.
+	if err := waitUnrouted(ctx, node, w.agentIP, w.twinIP); err != nil {
 		return err
 	}
 
@@ -267,6 +281,34 @@ func measureNewService(ctx context.Context, w *newServiceWorkload, run *evidence
 	}
 	run.Summary = fmt.Sprintf("first reply after creation: %s through the meshed client, %s through kube-proxy (twin); %s +%d; once cut: %d/%d replies; all attempts: %s",
 		msOrNone(agentMs), msOrNone(twinMs), stat, throughAgent, echo.Replies(steady), len(steady), run.Counts())
+	return nil
+}
+
+// waitUnrouted waits until kube-proxy's table on node names none of ips
+// (no map element, set element or rule of a Service at them).
+func waitUnrouted(ctx context.Context, node string, ips ...string) error {
+	res := make([]*regexp.Regexp, len(ips))
+	for i, ip := range ips {
+		res[i] = regexp.MustCompile(`(^|[^0-9.])` + regexp.QuoteMeta(ip) + `($|[^0-9])`)
+	}
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 45*time.Second, true, func(ctx context.Context) (bool, error) {
+		table, err := guard.KubeProxyTable(ctx, suite.cluster, node)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		for i, re := range res {
+			if re.MatchString(table) {
+				last = "kube-proxy on " + node + " still routes " + ips[i]
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", last, err)
+	}
 	return nil
 }
 
