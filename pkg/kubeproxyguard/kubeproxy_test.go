@@ -53,18 +53,7 @@ func TestGuardWithRealKubeProxy(t *testing.T) {
 
 	kubeconfig := forwardAPIServer(t, ns, cfg)
 	const node = "node-a"
-	n, err := kube.CoreV1().Nodes().Create(ctx, &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: node},
-		Spec:       corev1.NodeSpec{PodCIDR: "10.244.1.0/24", PodCIDRs: []string{"10.244.1.0/24"}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// kube-proxy waits (up to 30 s) for its Node to have an address.
-	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.10"}}
-	if _, err := kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNode(t, kube, node)
 	demo, keep := svc("default/demo"), svc("default/keep")
 	var demoNodePort int32
 	for _, s := range []types.NamespacedName{demo, keep} {

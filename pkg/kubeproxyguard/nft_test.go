@@ -460,6 +460,24 @@ func TestGuardMonitorClosed(t *testing.T) {
 	}
 }
 
+// cutByGoneGuard cuts chosen134 with a guard that then exits, and returns
+// the table it left.
+func cutByGoneGuard(t *testing.T, ns *netnstest.NS) string {
+	t.Helper()
+	g, err := New(Options{NetNS: ns.Fd(), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	g.SetServices(chosen134)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.DeleteNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return listTable(t, ns)
+}
+
 // A guard that starts when the objects are already gone (a restarted pod)
 // changes nothing, reports the Services clean, and counts kube-proxy's next
 // restore as a re-deletion.
@@ -468,18 +486,7 @@ func TestGuardRestartObjectsGone(t *testing.T) {
 	load(t, ns, "kube-proxy-v1.34.nft")
 	c := conn(t, ns)
 
-	g1, err := New(Options{NetNS: ns.Fd(), Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g1.SetServices(chosen134)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := g1.DeleteNow(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_ = g1.Close()
-	want := listTable(t, ns)
+	want := cutByGoneGuard(t, ns)
 	golden.Check(t, filepath.Join("testdata", "v1.34-guarded.golden"), []byte(want))
 
 	g2 := startGuard(t, ns, time.Hour, chosen134...)

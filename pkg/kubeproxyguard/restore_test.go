@@ -1,7 +1,6 @@
 package kubeproxyguard
 
 import (
-	"context"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -48,18 +47,7 @@ func TestGuardNoRestoreBeforeChosenKnown(t *testing.T) {
 	load(t, ns, "kube-proxy-v1.34.nft")
 	// Cut by a guard that is gone: no one would cut again what the pass
 	// below put back.
-	g1, err := New(Options{NetNS: ns.Fd(), Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g1.SetServices(chosen134)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := g1.DeleteNow(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_ = g1.Close()
-	guarded := listTable(t, ns)
+	guarded := cutByGoneGuard(t, ns)
 
 	g, err := New(Options{NetNS: ns.Fd(), Logger: testLogger(t), RestoreUnchosen: true})
 	if err != nil {
