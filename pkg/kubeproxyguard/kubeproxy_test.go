@@ -41,19 +41,10 @@ import (
 // ClusterIP entry again, leaves its NodePort and external-IP path as
 // kube-proxy wrote it, and leaves the other Service alone.
 func TestGuardWithRealKubeProxy(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts kube-apiserver, etcd and kube-proxy")
-	}
-	ns := netnstest.New(t)
-	kp := testenv.Binary(t, "kube-proxy")
-	cfg := testenv.Start(t, testenv.Options{})
-	kube := kubernetes.NewForConfigOrDie(cfg)
+	const node = "node-a"
+	ns, kp, kube, kubeconfig := realKubeProxy(t, node)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-
-	kubeconfig := forwardAPIServer(t, ns, cfg)
-	const node = "node-a"
-	createNode(t, kube, node)
 	demo, keep := svc("default/demo"), svc("default/keep")
 	var demoNodePort int32
 	for _, s := range []types.NamespacedName{demo, keep} {
@@ -167,19 +158,10 @@ func TestGuardWithRealKubeProxy(t *testing.T) {
 // whole transaction and it retries up to 30 s later), the guarded Service
 // stays cut, and the unguarded change is programmed promptly.
 func TestGuardKubeProxySyncsWithoutFailures(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts kube-apiserver, etcd and kube-proxy")
-	}
-	ns := netnstest.New(t)
-	kp := testenv.Binary(t, "kube-proxy")
-	cfg := testenv.Start(t, testenv.Options{})
-	kube := kubernetes.NewForConfigOrDie(cfg)
+	const node = "node-a"
+	ns, kp, kube, kubeconfig := realKubeProxy(t, node)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-
-	kubeconfig := forwardAPIServer(t, ns, cfg)
-	const node = "node-a"
-	createNode(t, kube, node)
 	demo, keep := svc("default/demo"), svc("default/keep")
 	for _, s := range []types.NamespacedName{demo, keep} {
 		lbls := map[string]string{}
@@ -257,6 +239,24 @@ func TestGuardKubeProxySyncsWithoutFailures(t *testing.T) {
 	if o := tb.services[demo]; o != nil {
 		t.Errorf("demo deleted, but the table still holds %v, cut %v", o.names(), o.cutNames())
 	}
+}
+
+// realKubeProxy is what a test of the guard against a real kube-proxy
+// needs: a throwaway netns that reaches a real apiserver (envtest), the
+// kube-proxy binary (`make k8s-bins`), a client, the kubeconfig kube-proxy
+// reads in the netns, and its Node (node).
+func realKubeProxy(t *testing.T, node string) (ns *netnstest.NS, bin string, kube kubernetes.Interface, kubeconfig string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts kube-apiserver, etcd and kube-proxy")
+	}
+	ns = netnstest.New(t)
+	bin = testenv.Binary(t, "kube-proxy")
+	cfg := testenv.Start(t, testenv.Options{})
+	kube = kubernetes.NewForConfigOrDie(cfg)
+	kubeconfig = forwardAPIServer(t, ns, cfg)
+	createNode(t, kube, node)
+	return ns, bin, kube, kubeconfig
 }
 
 // createNode creates the Node kube-proxy runs as, with the address it
