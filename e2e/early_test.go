@@ -116,6 +116,10 @@ func (e *earlyStarter[W]) schedule(name string, prepare func(context.Context) (W
 		}
 		t0 := time.Now()
 		p.w, p.err = prepare(earlyCtx)
+		if p.err != nil {
+			progress("leg %s: background prepare failed after %s: %v", name, time.Since(t0).Round(100*time.Millisecond), p.err)
+			return
+		}
 		progress("leg %s: prepared in the background in %s", name, time.Since(t0).Round(100*time.Millisecond))
 	}
 }

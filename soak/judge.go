@@ -425,17 +425,17 @@ func describeKind(k string) string {
 	return "a " + k + " fault runs"
 }
 
-// refusalWithin bounds how far the time of a refusal's log line may be
+// refusalMatchWithin bounds how far the time of a refusal's log line may be
 // from the end of the attempt it refused: the proxy flushes its access log
 // every second and the agent logs an entry when it arrives (same machine,
 // same clock).
-const refusalWithin = 30 * time.Second
+const refusalMatchWithin = 30 * time.Second
 
 // refusalOf finds the refusal an agent logged for the connection of e: the
 // proxy logs the downstream's address, the client's own. A long soak reuses
 // a client's ephemeral ports, so the same address names several
 // connections: the refusal nearest the attempt's end, within
-// refusalWithin, is this one's.
+// refusalMatchWithin, is this one's.
 func refusalOf(r *Record, e echo.LoadEvent) (Refusal, bool) {
 	if e.Local == "" {
 		return Refusal{}, false
@@ -451,7 +451,7 @@ func refusalOf(r *Record, e echo.LoadEvent) (Refusal, bool) {
 			continue
 		}
 		d := ref.Time.Sub(end).Abs()
-		if d <= refusalWithin && (!found || d < best.Time.Sub(end).Abs()) {
+		if d <= refusalMatchWithin && (!found || d < best.Time.Sub(end).Abs()) {
 			best, found = ref, true
 		}
 	}

@@ -121,7 +121,7 @@ func TestJudgeFails(t *testing.T) {
 		"scale refusal of another reason": {func(r *Record) { r.Refusals[0].Reason = "no-service" }, "may only refuse no-endpoints"},
 		"scale refusal of another connection": {func(r *Record) {
 			// The same client address, reused by a later connection: not this attempt's refusal.
-			r.Refusals[0].Time = at(31 + refusalWithin.Seconds() + 1)
+			r.Refusals[0].Time = at(31 + refusalMatchWithin.Seconds() + 1)
 		}, "no agent logged a refusal"},
 		"rolling: closed before a backend answered": {func(r *Record) {
 			r.Clients[0].Events = append(r.Clients[0].Events, echo.LoadEvent{Kind: echo.LoadFail, Time: at(15), End: at(15.1), Target: TargetRoll, Err: echo.ErrEOF})
