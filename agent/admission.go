@@ -39,7 +39,7 @@ type demand struct {
 
 func newDemand(max int, file string) *demand {
 	return &demand{max: max, file: file, admitted: map[string]k8stypes.NamespacedName{},
-		perSvc: map[k8stypes.NamespacedName]int{}, pending: newPendingSet(maxPending)}
+		perSvc: map[k8stypes.NamespacedName]int{}, pending: newPendingSet()}
 }
 
 func (d *demand) admit(name string, svc k8stypes.NamespacedName) {

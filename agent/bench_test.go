@@ -223,7 +223,7 @@ func BenchmarkOnDemandScan(b *testing.B) {
 		b.StartTimer()
 		f.sync(b)
 		b.StopTimer()
-		if st := f.s.status.Load(); st.Clusters != max+1 || st.Demanded != max || st.Pending != maxPending {
+		if st := f.s.status.Load(); st.Clusters != max+1 || st.Demanded != max || st.Pending != len(scan)-max {
 			b.Fatalf("after the scan: %d clusters, %d demanded, %d pending", st.Clusters, st.Demanded, st.Pending)
 		}
 		if got := testutil.ToFloat64(m.odRefused.WithLabelValues(contract.ReasonOverCap)); got != benchServices-max {

@@ -46,7 +46,7 @@
 // endpoints.kubernetes.io/last-change-trigger-time to the push), svclb_snapshot_rejected_total,
 // svclb_xds_nacks_total, svclb_ondemand_admitted_total, svclb_ondemand_refused_total{reason}
 // (malformed, external, no-service, port-not-declared, over-cap, kube-proxy),
-// svclb_ondemand_pending_evicted_total, svclb_ondemand_demanded, svclb_ondemand_pending,
+// svclb_ondemand_demanded, svclb_ondemand_pending (refused names the proxy keeps subscribed),
 // svclb_service_range_known (1/0).
 //
 // The apiserver's Service (contract.APIServerService) stays kube-proxy's: no svc: cluster, and

@@ -17,7 +17,7 @@ type metrics struct {
 	rejected                                           prometheus.Counter
 
 	// On-demand CDS (docs/architecture.md, "On-demand CDS mode").
-	odAdmitted, odEvicted prometheus.Counter
+	odAdmitted            prometheus.Counter
 	odRefused             *prometheus.CounterVec
 	odDemanded, odPending prometheus.Gauge
 }
@@ -60,10 +60,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: contract.MetricOnDemandAdmitted,
 			Help: "Cluster names the node proxy asked for that were admitted (known Service ports), including pending names admitted later.",
 		}),
-		odEvicted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: contract.MetricOnDemandPendingEvicted,
-			Help: "Refused names dropped from the bounded pending set to make room for newer ones.",
-		}),
 		odRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: contract.MetricOnDemandRefused,
 			Help: "Cluster names the node proxy asked for that were refused, by reason.",
@@ -76,7 +72,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.odRefused.WithLabelValues(r)
 	}
 	for _, c := range []prometheus.Collector{m.version, m.clusters, m.endpoints, m.listeners, m.resources, m.push, m.programming, m.rejected,
-		m.odAdmitted, m.odEvicted, m.odRefused, m.odDemanded, m.odPending, m.rangeKnown} {
+		m.odAdmitted, m.odRefused, m.odDemanded, m.odPending, m.rangeKnown} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

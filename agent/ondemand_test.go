@@ -271,7 +271,7 @@ func TestOnDemandOverADS(t *testing.T) {
 	}
 
 	// A scan of 5000 unallocated addresses in the range: refused, counted, nothing published,
-	// pending bounded.
+	// every name pending (the proxy keeps each subscribed).
 	var scan []string
 	for i := range 5000 {
 		scan = append(scan, fmt.Sprintf("svc:10.96.%d.%d:80", 100+i/250, i%250+1))
@@ -280,7 +280,7 @@ func TestOnDemandOverADS(t *testing.T) {
 		c.SubscribeCluster(n)
 	}
 	adstest.Eventually(t, "5000 refusals", func() bool { return refused(contract.ReasonNoService) == 5001 })
-	adstest.Eventually(t, "the status after the scan", func() bool { return f.s.status.Load().Pending == maxPending })
+	adstest.Eventually(t, "the status after the scan", func() bool { return f.s.status.Load().Pending == len(scan) })
 	settle(scan[len(scan)-1])
 	if want := []string{contract.PassthroughCluster, "svc:10.96.0.11:80", "svc:10.96.0.99:80"}; !slices.Equal(rec.Names(resource.ClusterType), want) || len(rec.Seen(resource.ClusterType)) != 4 {
 		t.Fatalf("after the scan the client holds %v (ever saw %v), want %v", rec.Names(resource.ClusterType), rec.Seen(resource.ClusterType), want)
@@ -288,11 +288,16 @@ func TestOnDemandOverADS(t *testing.T) {
 	if st := f.s.status.Load(); st.Clusters != 3 || st.Demanded != 2 {
 		t.Fatalf("status after the scan: %d clusters, %d demanded", st.Clusters, st.Demanded)
 	}
-	if v := testutil.ToFloat64(f.s.m.odEvicted); v != 5000-maxPending {
-		t.Fatalf("pending evicted %v, want %d", v, 5000-maxPending)
+	if v := testutil.ToFloat64(f.s.m.odPending); v != float64(len(scan)) {
+		t.Fatalf("pending gauge %v, want %d", v, len(scan))
 	}
-	if v := testutil.ToFloat64(f.s.m.odPending); v != maxPending {
-		t.Fatalf("pending gauge %v", v)
+	// The first name scanned (the one a set bounded at 1024, oldest evicted, forgot) gets a
+	// Service once there is room: it reaches the proxy, which never asks for it again.
+	c.UnsubscribeCluster("svc:10.96.0.11:80")
+	f.addService(svcObj("scanned", "10.96.100.1"))
+	adstest.Eventually(t, "the first scanned name's cluster", func() bool { return has(scan[0]) })
+	if st := f.s.status.Load(); st.Demanded != 2 || st.Pending != len(scan)-1 {
+		t.Fatalf("after the scanned name's Service: demanded %d pending %d, want 2 and %d", st.Demanded, st.Pending, len(scan)-1)
 	}
 	if errs := rec.StreamErrors(); len(errs) > 0 {
 		t.Fatalf("ADS stream broke: %v", errs)
@@ -373,19 +378,17 @@ func TestDemandFile(t *testing.T) {
 	}
 }
 
-func TestPendingSetEvictsOldest(t *testing.T) {
-	p := newPendingSet(3)
+// TestPendingSetKeepsOrder: names stay in arrival order, a name added again keeps its place,
+// and nothing is evicted.
+func TestPendingSetKeepsOrder(t *testing.T) {
+	p := newPendingSet()
 	for _, n := range []string{"a", "b", "c", "b"} {
-		if p.add(n) {
-			t.Fatalf("evicted on %s", n)
-		}
+		p.add(n)
 	}
-	if !p.add("d") || !slices.Equal(p.names(), []string{"b", "c", "d"}) {
-		t.Fatalf("after eviction %v", p.names())
-	}
-	p.remove("c")
-	if p.add("e") || !slices.Equal(p.names(), []string{"b", "d", "e"}) || p.len() != 3 {
-		t.Fatalf("after remove %v", p.names())
+	p.remove("a")
+	p.add("d")
+	if !slices.Equal(p.names(), []string{"b", "c", "d"}) || p.len() != 3 {
+		t.Fatalf("pending %v", p.names())
 	}
 }
 

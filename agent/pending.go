@@ -1,44 +1,37 @@
-// The pending set: refused on-demand names remembered, oldest evicted first, so a name whose
-// Service appears later is admitted without the proxy asking again.
+// The pending set: refused on-demand names remembered until the proxy unsubscribes them, so a
+// name whose Service appears later is admitted without the proxy asking again. It is not
+// bounded apart from the proxy's own subscriptions: Envoy asks for an on-demand name over ADS
+// once and keeps it subscribed (source/common/upstream/od_cds_api_impl.cc,
+// XdstpOdcdsSubscriptionsManager::addSubscription skips a name already subscribed), so a name
+// the agent forgot would never be admitted on that stream. A soak found it: the range scan
+// filled a set bounded at 1024, oldest evicted, and a Service later created at a scanned address
+// was never delivered to that node (every connection to it timed out). The proxy holds the same
+// names, and go-control-plane's stream state holds them too.
 
 package agent
 
 import "container/list"
 
-// maxPending bounds the refused names remembered for later admission.
-const maxPending = 1024
-
 func (s *syncer) addPending(name string) {
-	if s.demand.pending.add(name) {
-		s.m.odEvicted.Inc()
-	}
+	s.demand.pending.add(name)
 }
 
-// pendingSet is an insertion-ordered set that evicts its oldest name beyond max.
+// pendingSet is an insertion-ordered set (admission goes oldest first).
 type pendingSet struct {
-	max   int
 	order *list.List
 	at    map[string]*list.Element
 }
 
-func newPendingSet(max int) pendingSet {
-	return pendingSet{max: max, order: list.New(), at: map[string]*list.Element{}}
+func newPendingSet() pendingSet {
+	return pendingSet{order: list.New(), at: map[string]*list.Element{}}
 }
 
-// add remembers name (a name already present keeps its place) and reports whether the oldest
-// name was evicted to make room.
-func (p *pendingSet) add(name string) bool {
+// add remembers name; a name already present keeps its place.
+func (p *pendingSet) add(name string) {
 	if _, ok := p.at[name]; ok {
-		return false
+		return
 	}
 	p.at[name] = p.order.PushBack(name)
-	if p.order.Len() <= p.max {
-		return false
-	}
-	oldest := p.order.Front()
-	delete(p.at, oldest.Value.(string))
-	p.order.Remove(oldest)
-	return true
 }
 
 func (p *pendingSet) remove(name string) {

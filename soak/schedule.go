@@ -34,10 +34,6 @@ import (
 // watch.
 const pollCost = 100 * time.Millisecond
 
-// pendingCap is the agent's bound on names it refused and keeps waiting
-// for (docs/architecture.md, "On-demand CDS mode": at most 1024).
-const pendingCap = 1024
-
 // schedule runs the selected faults one after the other, a gap apart, in
 // cycles until the load's duration is used up (at least one cycle).
 func (r *runner) schedule(ctx context.Context) {
@@ -786,8 +782,9 @@ func (r *runner) scan(ctx context.Context, w *Window) error {
 	r.rec.Figures.Bounds = append(r.rec.Figures.Bounds,
 		Bound{What: "svc: clusters on " + node + " after the scan", OK: after.SvcClusters <= before.SvcClusters+known,
 			Detail: fmt.Sprintf("%d before, %d after; bound %d = before + the %d Service ports among the %d addresses scanned", before.SvcClusters, after.SvcClusters, before.SvcClusters+known, known, len(addrs))},
-		Bound{What: "on-demand pending names on " + node + " after the scan", OK: after.Pending <= pendingCap,
-			Detail: fmt.Sprintf("%d; bound %d (the agent's pending set, oldest evicted)", after.Pending, pendingCap)})
+		Bound{What: "on-demand pending names on " + node + " after the scan", OK: after.Pending <= before.Pending+len(addrs)*len(ports),
+			Detail: fmt.Sprintf("%d before, %d after; bound %d = before + the %d names scanned (the agent keeps every refused name the proxy keeps subscribed)",
+				before.Pending, after.Pending, before.Pending+len(addrs)*len(ports), len(addrs)*len(ports))})
 	r.mu.Unlock()
 	by := map[string]int{}
 	for _, x := range rs {

@@ -24,8 +24,7 @@ const (
 	MetricProgrammingDuration = "svclb_network_programming_duration_seconds"
 
 	// On-demand CDS (docs/architecture.md, "On-demand CDS mode").
-	MetricOnDemandAdmitted       = "svclb_ondemand_admitted_total"
-	MetricOnDemandPendingEvicted = "svclb_ondemand_pending_evicted_total"
+	MetricOnDemandAdmitted = "svclb_ondemand_admitted_total"
 	// MetricOnDemandRefused is svclb_ondemand_refused_total{reason}: names
 	// the proxy asked for that were refused (reasons ReasonMalformed,
 	// ReasonExternal, ReasonNoService, ReasonPortNotDeclared, ReasonOverCap,
