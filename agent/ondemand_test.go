@@ -296,9 +296,10 @@ func TestOnDemandOverADS(t *testing.T) {
 	c.UnsubscribeCluster("svc:10.96.0.11:80")
 	f.addService(svcObj("scanned", "10.96.100.1"))
 	adstest.Eventually(t, "the first scanned name's cluster", func() bool { return has(scan[0]) })
-	if st := f.s.status.Load(); st.Demanded != 2 || st.Pending != len(scan)-1 {
-		t.Fatalf("after the scanned name's Service: demanded %d pending %d, want 2 and %d", st.Demanded, st.Pending, len(scan)-1)
-	}
+	adstest.Eventually(t, "the status after the scanned name's Service", func() bool {
+		st := f.s.status.Load()
+		return st.Demanded == 2 && st.Pending == len(scan)-1
+	})
 	if errs := rec.StreamErrors(); len(errs) > 0 {
 		t.Fatalf("ADS stream broke: %v", errs)
 	}
