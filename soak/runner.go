@@ -33,8 +33,8 @@ type runner struct {
 	wl    workloads
 	stats *statsBank
 	start time.Time
-	// restarted is when each container the faults restart ("agent/<node>",
-	// "proxy/<node>") was last back (heldBack).
+	// restarted is when what each fault restarts ("agent/<node>",
+	// "proxy/<node>", controllersKey) was last back (heldBack).
 	restarted map[string]time.Time
 
 	mu sync.Mutex // rec's slices, from the sampler and the faults

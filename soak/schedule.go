@@ -411,8 +411,9 @@ func (r *runner) guardState(ctx context.Context, node string) (map[string]kubepr
 // 10 min of its last restart, 10 s doubling up to 5 min (CrashLoopBackOff;
 // client-go flowcontrol.Backoff forgets an entry after twice its 5 min
 // maximum). A long soak's cycles are about 5 min apart, so a container
-// fault repeats only once backOffForgotten has passed since the container
-// was last back: within it, the fault would measure the kubelet's policy,
+// fault (and an apiserver outage, which makes the controllers exit)
+// repeats only once backOffForgotten has passed since the container was
+// last back: within it, the fault would measure the kubelet's policy,
 // not the container's restart. restartWithin still covers the longest
 // hold, should one happen.
 const (
@@ -420,24 +421,24 @@ const (
 	restartWithin    = 6 * time.Minute
 )
 
-// heldBack says, for a window about to restart container ("agent" or
-// "proxy") on node, whether to skip it: the kubelet would hold the
-// restart back. The window then notes why and ends at once.
-func (r *runner) heldBack(w *Window, container, node string) bool {
-	last, ok := r.restarted[container+"/"+node]
+// heldBack says, for a window about to restart what (restarted's key
+// key) on node, whether to skip it: the kubelet would hold the restart
+// back. The window then notes why and ends at once.
+func (r *runner) heldBack(w *Window, key, what, node string) bool {
+	last, ok := r.restarted[key]
 	if !ok || time.Since(last) >= backOffForgotten {
 		return false
 	}
 	w.Skipped = true
-	w.notef("skipped: the %s on %s was last restarted %s ago; the kubelet holds a restart within %s of the last one back (CrashLoopBackOff)",
-		container, node, time.Since(last).Round(time.Second), backOffForgotten)
+	w.notef("skipped: %s on %s came back %s ago; the kubelet holds a restart within %s of the last one back (CrashLoopBackOff)",
+		what, node, time.Since(last).Round(time.Second), backOffForgotten)
 	return true
 }
 
 // agentRestart restarts node's agent container.
 func (r *runner) agentRestart(ctx context.Context, w *Window, node string) error {
 	w.Node = node
-	if r.heldBack(w, "agent", node) {
+	if r.heldBack(w, "agent/"+node, "the agent", node) {
 		return nil
 	}
 	rs, err := faults.RestartAgent(ctx, r.c, node, restartWithin)
@@ -458,7 +459,7 @@ func (r *runner) agentRestart(ctx context.Context, w *Window, node string) error
 // soak pod's capture listener on node is bound again.
 func (r *runner) proxyRestart(ctx context.Context, w *Window, node string) error {
 	w.Node = node
-	if r.heldBack(w, "proxy", node) {
+	if r.heldBack(w, "proxy/"+node, "the node proxy", node) {
 		return nil
 	}
 	defer func() { r.restarted["proxy/"+node] = time.Now() }()
@@ -551,6 +552,14 @@ func (r *runner) proxyRestart(ctx context.Context, w *Window, node string) error
 // apiserver makes the apiserver unavailable for about cfg.APIServerHold
 // plus its restart.
 func (r *runner) apiserver(ctx context.Context, w *Window) error {
+	node, err := faults.ControlPlane(r.c)
+	if err != nil {
+		return err
+	}
+	w.Node = node
+	if r.heldBack(w, controllersKey(node), "kube-controller-manager and kube-scheduler", node) {
+		return nil
+	}
 	o, err := faults.APIServerOutage(ctx, r.c, r.cfg.APIServerHold, 3*time.Minute)
 	w.Node, w.Start = o.Node, o.Parked
 	for _, s := range []Step{{"manifest moved away", o.Parked}, {"/readyz failing", o.Down}, {"manifest back", o.Restored}, {"/readyz ok", o.Up}} {
@@ -562,12 +571,41 @@ func (r *runner) apiserver(ctx context.Context, w *Window) error {
 		return err
 	}
 	w.notef("apiserver unavailable %s (held away %s, then %s to start)", o.Unavailable().Round(100*time.Millisecond), r.cfg.APIServerHold, o.Up.Sub(o.Restored).Round(100*time.Millisecond))
+	// The window lasts until the controllers lead again: the next fault
+	// (a Service recreated, a rollout) needs their EndpointSlices and
+	// garbage collection, and a control plane half back would be judged
+	// as that fault's.
+	leading, err := faults.WaitControllersLeading(ctx, r.c, o.Up, 3*time.Minute)
+	r.restarted[controllersKey(o.Node)] = time.Now()
+	if err != nil {
+		return err
+	}
+	w.step("controllers lead again")
+	n, err := faults.ControllerRestarts(ctx, r.c, o.Node)
+	if err != nil {
+		return err
+	}
+	w.notef("controllers lead again %s after /readyz ok (restarts so far: %s)", leading.Sub(o.Up).Round(100*time.Millisecond), formatCounts(n))
 	return nil
 }
 
+// controllersKey is restarted's key of the control plane's controllers,
+// which an apiserver outage restarts (faults.WaitControllersLeading).
+func controllersKey(node string) string { return "controllers/" + node }
+
+func formatCounts(n map[string]int32) string {
+	var out []string
+	for _, k := range sortedKeys(n) {
+		out = append(out, fmt.Sprintf("%s %d", k, n[k]))
+	}
+	return strings.Join(out, ", ")
+}
+
 // recreate deletes the recreate Service and creates it again under another
-// ClusterIP; it ends when every cluster DNS server answers the new address
-// and every client has resolved it last and reached it.
+// ClusterIP; it ends when Kubernetes is done with it (every EndpointSlice
+// is the new Service's, every worker's proxy holds the backends there),
+// every cluster DNS server answers the new address and every client has
+// resolved it last and reached it.
 func (r *runner) recreate(ctx context.Context, w *Window) error {
 	w.Target = TargetRecreate
 	old := r.wl.services[TargetRecreate]
@@ -599,6 +637,24 @@ func (r *runner) recreate(ctx context.Context, w *Window) error {
 		return err
 	}
 	w.step("cut off kube-proxy")
+	// Kubernetes finishes a recreate too: the old Service's EndpointSlices
+	// go (the EndpointSlice controller or the garbage collector deletes
+	// them) and the new one's come. The agent, like kube-proxy, files
+	// slices by their kubernetes.io/service-name label, so until then it
+	// may use the old ones or, should they go first, see none: a refusal
+	// then is this fault's.
+	if err := r.waitOwnSlices(ctx, created); err != nil {
+		return err
+	}
+	w.step("every EndpointSlice is the new Service's")
+	backends, err := r.livePods(ctx, TargetRecreate)
+	if err != nil {
+		return err
+	}
+	if err := r.waitProgrammed(ctx, created, backends); err != nil {
+		return err
+	}
+	w.step("every worker's proxy holds the backends at " + created.Spec.ClusterIP)
 	// The clients follow the cluster DNS, and every DNS server must have
 	// the new address before a client is done with the old one: one
 	// CoreDNS replica still answering the old ClusterIP (its informer late,
@@ -640,6 +696,35 @@ func (r *runner) recreate(ctx context.Context, w *Window) error {
 	}
 	w.step("every client reached the new address")
 	w.notef("%s → %s", oldAddr, newAddr)
+	return nil
+}
+
+// waitOwnSlices waits until svc has EndpointSlices and every slice filed
+// under its name is controlled by it (by its UID: none is left of an
+// earlier Service of the same name).
+func (r *runner) waitOwnSlices(ctx context.Context, svc *corev1.Service) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := r.c.CS.DiscoveryV1().EndpointSlices(svc.Namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if len(l.Items) == 0 {
+			last = "no EndpointSlice yet"
+			return false, nil
+		}
+		for i := range l.Items {
+			if !metav1.IsControlledBy(&l.Items[i], svc) {
+				last = "EndpointSlice " + l.Items[i].Name + " is not controlled by Service UID " + string(svc.UID)
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("EndpointSlices of %s/%s: %w (%s)", svc.Namespace, svc.Name, err, last)
+	}
 	return nil
 }
 
