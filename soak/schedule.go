@@ -307,12 +307,14 @@ func (r *runner) waitProgrammed(ctx context.Context, svc *corev1.Service, pods [
 		want = append(want, net.JoinHostPort(p.Status.PodIP, strconv.Itoa(workload.EchoPort)))
 	}
 	slices.Sort(want)
-	var last string
+	// What a proxy last held and the last failed read are kept apart: a
+	// read cut by the deadline must not hide what the proxies held.
+	var last, lastErr string
 	err = wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, n := range r.c.Workers() {
 			eps, err := proxy.Endpoints(ctx, r.c, n.Name)
 			if err != nil {
-				last = err.Error()
+				lastErr = err.Error()
 				return false, nil
 			}
 			got, ok := eps[name]
@@ -328,6 +330,9 @@ func (r *runner) waitProgrammed(ctx context.Context, svc *corev1.Service, pods [
 		return true, nil
 	})
 	if err != nil {
+		if lastErr != "" {
+			last = strings.TrimPrefix(last+"; last failed read: "+lastErr, "; ")
+		}
 		return fmt.Errorf("programming %s: %w (%s)", name, err, last)
 	}
 	return nil
