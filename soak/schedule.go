@@ -426,9 +426,9 @@ const (
 	restartWithin    = 6 * time.Minute
 )
 
-// heldBack says, for a window about to restart what (restarted's key
-// key) on node, whether to skip it: the kubelet would hold the restart
-// back. The window then notes why and ends at once.
+// heldBack says whether a window about to restart what on node (when it
+// was last back: restarted[key]) is skipped: the kubelet would hold the
+// restart back. The window then notes why and ends at once.
 func (r *runner) heldBack(w *Window, key, what, node string) bool {
 	last, ok := r.restarted[key]
 	if !ok || time.Since(last) >= backOffForgotten {
