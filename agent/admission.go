@@ -158,7 +158,7 @@ func (s *syncer) applyDemand(ops []demandOp, restored []string, dirty map[k8styp
 		}
 		// The proxy keeps the name subscribed: admit it again once it is Known again.
 		s.log.Info("on-demand cluster no longer a Service port; pending", "cluster", name, "reason", reason)
-		s.addPending(name)
+		s.demand.pending.add(name)
 	}
 	for _, name := range d.pending.names() {
 		if len(d.admitted) >= d.max {
@@ -178,6 +178,6 @@ func (s *syncer) refuse(name, reason string) {
 	s.m.odRefused.WithLabelValues(reason).Inc()
 	s.log.Debug("on-demand cluster refused", "cluster", name, "reason", reason)
 	if reason != contract.ReasonMalformed { // a malformed name can never become Known
-		s.addPending(name)
+		s.demand.pending.add(name)
 	}
 }

@@ -12,10 +12,6 @@ package agent
 
 import "container/list"
 
-func (s *syncer) addPending(name string) {
-	s.demand.pending.add(name)
-}
-
 // pendingSet is an insertion-ordered set (admission goes oldest first).
 type pendingSet struct {
 	order *list.List

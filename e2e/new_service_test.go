@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"regexp"
 	"sync"
 	"time"
 
@@ -284,13 +283,11 @@ func measureNewService(ctx context.Context, w *newServiceWorkload, run *evidence
 	return nil
 }
 
-// waitUnrouted waits until kube-proxy's table on node names none of ips
-// (no map element, set element or rule of a Service at them).
+// waitUnrouted waits until kube-proxy's table on node routes none of ips:
+// no ClusterIP element of a Service at them, as guard.KubeProxyOnPath reads
+// it (a guard's cut element routes nothing).
 func waitUnrouted(ctx context.Context, node string, ips ...string) error {
-	res := make([]*regexp.Regexp, len(ips))
-	for i, ip := range ips {
-		res[i] = regexp.MustCompile(`(^|[^0-9.])` + regexp.QuoteMeta(ip) + `($|[^0-9])`)
-	}
+	at := &corev1.Service{Spec: corev1.ServiceSpec{ClusterIPs: ips}}
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 45*time.Second, true, func(ctx context.Context) (bool, error) {
 		table, err := guard.KubeProxyTable(ctx, suite.cluster, node)
@@ -298,11 +295,9 @@ func waitUnrouted(ctx context.Context, node string, ips ...string) error {
 			last = err.Error()
 			return false, nil
 		}
-		for i, re := range res {
-			if re.MatchString(table) {
-				last = "kube-proxy on " + node + " still routes " + ips[i]
-				return false, nil
-			}
+		if on := guard.KubeProxyOnPath(table, at); len(on) > 0 {
+			last = fmt.Sprintf("kube-proxy on %s still routes %v: %v", node, ips, on)
+			return false, nil
 		}
 		return true, nil
 	})
