@@ -20,6 +20,8 @@ import (
 const (
 	// Port is the node proxy's transparent capture listener in the pod netns.
 	Port uint16 = contract.CapturePort
+	// Addr is the address that listener binds and TPROXY delivers to (loopback).
+	Addr = contract.CaptureAddr
 	// Mark is put on the pod's outbound TCP so the policy route diverts it to lo.
 	Mark uint32 = contract.CaptureMark
 	// ProxyMark is the node proxy's own upstream mark; such traffic is never captured.
@@ -265,6 +267,11 @@ func writeTable(c *nftables.Conn, cfg Config, loIndex int) error {
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityMangle,
 	})
 	c.AddRule(&nftables.Rule{Table: t, Chain: pre, Exprs: preroutingRule(cfg, loIndex)})
+	in := c.AddChain(&nftables.Chain{
+		Name: "input", Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter,
+	})
+	c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: inputRule(cfg, loIndex)})
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("capture: write table ip %s: %w", TableName, err)
 	}
@@ -300,22 +307,43 @@ func outputRules(cfg Config) [][]expr.Any {
 }
 
 // preroutingRule hands marked packets arriving on lo to the transparent
-// listener. tproxy first looks for an established socket, then the listener;
-// without a listener it falls through and the packet meets a RST.
+// listener at Addr:Port. tproxy first looks for an established socket, then the
+// listener; without a listener it falls through and the packet meets a RST.
 func preroutingRule(cfg Config, loIndex int) []expr.Any {
-	e := []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyIIF, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(uint32(loIndex))},
-	}
+	e := matchIIF(expr.CmpOpEq, loIndex)
 	e = append(e, matchMark(cfg.Mark)...)
 	e = append(e, matchTCP()...)
 	e = append(e,
-		&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(cfg.Port)},
-		&expr.TProxy{Family: byte(nftables.TableFamilyIPv4), TableFamily: byte(nftables.TableFamilyIPv4), RegPort: 1},
+		&expr.Immediate{Register: 1, Data: net.ParseIP(Addr).To4()},
+		&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(cfg.Port)},
+		&expr.TProxy{Family: byte(nftables.TableFamilyIPv4), TableFamily: byte(nftables.TableFamilyIPv4), RegAddr: 1, RegPort: 2},
 	)
 	// Keep the mark so the fwmark rule routes the packet to the local socket.
 	e = append(e, setMark(cfg.Mark)...)
 	return append(e, &expr.Verdict{Kind: expr.VerdictAccept})
+}
+
+// inputRule resets TCP to the capture port that did not come through the divert
+// (which arrives on lo): a connection from another host, or the proxy's own
+// upstream, to <podIP>:Port would otherwise be restored as that same address,
+// passed through, and dialled from the node into this listener again, without
+// end. The listener binds loopback, so nothing outside should find it anyway;
+// this keeps the pod closed whatever address a proxy binds.
+func inputRule(cfg Config, loIndex int) []expr.Any {
+	e := matchIIF(expr.CmpOpNeq, loIndex)
+	e = append(e, matchTCP()...)
+	return append(e,
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(cfg.Port)},
+		&expr.Reject{Type: unix.NFT_REJECT_TCP_RST},
+	)
+}
+
+func matchIIF(op expr.CmpOp, index int) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIF, Register: 1},
+		&expr.Cmp{Op: op, Register: 1, Data: binaryutil.NativeEndian.PutUint32(uint32(index))},
+	}
 }
 
 func matchMark(m uint32) []expr.Any {

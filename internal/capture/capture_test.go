@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -245,7 +246,7 @@ func TestCaptureEndToEnd(t *testing.T) {
 	var capL, loL net.Listener
 	inNS(t, ns, func() {
 		var err error
-		if capL, err = transparentListen(fmt.Sprintf("0.0.0.0:%d", Port)); err != nil {
+		if capL, err = transparentListen(net.JoinHostPort(Addr, fmt.Sprint(Port))); err != nil {
 			t.Errorf("transparent listen: %v", err)
 			return
 		}
@@ -346,6 +347,116 @@ func TestCaptureEndToEnd(t *testing.T) {
 		if ok {
 			t.Errorf("capture listener accepted an uncaptured connection to %s", c.LocalAddr())
 			c.Close()
+		}
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// newPeerNS makes another host on the pod's link: the pod netns' void0 moves
+// into a new netns and takes the gateway's address there.
+func newPeerNS(t *testing.T, pod netns.NsHandle) *netnstest.NS {
+	t.Helper()
+	peer := netnstest.New(t)
+	nh, err := netlink.NewHandleAt(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nh.Close()
+	v, err := nh.LinkByName("void0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nh.LinkSetNsFd(v, peer.Fd()); err != nil {
+		t.Fatalf("move void0: %v", err)
+	}
+	ph, err := netlink.NewHandleAt(netns.NsHandle(peer.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ph.Close()
+	if v, err = ph.LinkByName("void0"); err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := netlink.ParseAddr("10.244.0.1/24")
+	if err := ph.AddrAdd(v, addr); err != nil {
+		t.Fatal(err)
+	}
+	if err := ph.LinkSetUp(v); err != nil {
+		t.Fatal(err)
+	}
+	return peer
+}
+
+// TestCapturePortClosedToOtherHosts: TCP to <podIP>:Port from another host is
+// reset by the pod's capture even when the listener binds every address (as a
+// proxy that binds 0.0.0.0 would), and the pod's own diverted connections still
+// reach it. Accepted, such a connection would be restored as <podIP>:Port and
+// passed through from the node back into the same listener, without end.
+func TestCapturePortClosedToOtherHosts(t *testing.T) {
+	path, ns := newPodNS(t)
+	cfg := DefaultConfig()
+	cfg.NetNSPath = path
+	if err := Install(cfg); err != nil {
+		t.Fatal(err)
+	}
+	peer := newPeerNS(t, ns)
+	var capL net.Listener
+	inNS(t, ns, func() {
+		var err error
+		if capL, err = transparentListen(fmt.Sprintf("0.0.0.0:%d", Port)); err != nil {
+			t.Errorf("transparent listen: %v", err)
+		}
+	})
+	if capL == nil {
+		return
+	}
+	defer capL.Close()
+	accepted := make(chan net.Conn, 8)
+	go func() {
+		for {
+			c, err := capL.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+
+	target := net.JoinHostPort(podIP, fmt.Sprint(Port))
+	err := peer.Do(func() error {
+		c, err := net.DialTimeout("tcp4", target, 3*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("dial of %s from another host: %v; want ECONNREFUSED (reset in the pod)", target, err)
+	}
+
+	inNS(t, ns, func() {
+		c, err := net.DialTimeout("tcp4", vip+":80", 2*time.Second)
+		if err != nil {
+			t.Errorf("captured dial: %v", err)
+			return
+		}
+		c.Close()
+	})
+	select {
+	case s := <-accepted:
+		if got := s.LocalAddr().String(); got != vip+":80" {
+			t.Errorf("listener accepted %s first, want only the captured %s:80", got, vip)
+		}
+		s.Close()
+	case <-time.After(2 * time.Second):
+		t.Fatal("capture listener accepted nothing from the pod")
+	}
+	select {
+	case s, ok := <-accepted:
+		if ok {
+			t.Errorf("capture listener accepted %s from %s", s.LocalAddr(), s.RemoteAddr())
+			s.Close()
 		}
 	case <-time.After(200 * time.Millisecond):
 	}
@@ -456,7 +567,7 @@ func TestInboundRepliesNotCaptured(t *testing.T) {
 	// Both a capture listener and an app server exist in the pod.
 	var capL, appL net.Listener
 	inNS(t, ns, func() {
-		if capL, err = transparentListen(fmt.Sprintf("0.0.0.0:%d", Port)); err != nil {
+		if capL, err = transparentListen(net.JoinHostPort(Addr, fmt.Sprint(Port))); err != nil {
 			t.Error(err)
 			return
 		}

@@ -9,7 +9,7 @@ import (
 )
 
 // chains are the capture table's chains, each holding rules once installed.
-var chains = []string{"output", "prerouting"}
+var chains = []string{"output", "prerouting", "input"}
 
 // inventory is what of Install's capture a namespace holds.
 type inventory struct {
@@ -19,7 +19,7 @@ type inventory struct {
 }
 
 // Check reports an error naming the first piece of Install's capture missing from the
-// namespace of cfg: the policy rule, the local route, or the table and its two chains.
+// namespace of cfg: the policy rule, the local route, or the table and its three chains.
 func Check(cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return err

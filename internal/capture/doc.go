@@ -12,7 +12,10 @@
 // The data path: an OUTPUT route chain marks the pod's TCP with Mark; a policy
 // rule (fwmark Mark → table RouteTable) with a `local 0.0.0.0/0 dev lo` route
 // loops marked packets back through lo; a PREROUTING chain on lo TPROXYs them to
-// the listener, which sees the original destination as its local address.
+// the listener (127.0.0.1:18001), which sees the original destination as its
+// local address. An INPUT chain resets TCP to :18001 that arrives on any other
+// interface, so no other host can reach the listener and have its connection
+// passed through back into it.
 // Everything is done with google/nftables and vishvananda/netlink (no shell).
 //
 // Files:

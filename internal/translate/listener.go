@@ -60,7 +60,10 @@ func CaptureListener(pod CapturedPod, o ListenerOptions) *listenerv3.Listener {
 	l := &listenerv3.Listener{
 		Name: contract.ListenerName(pod.Namespace, pod.Name),
 		Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-			Address:                  "0.0.0.0",
+			// Loopback only (contract.CaptureAddr): TPROXY delivers the diverted connections
+			// there, and a dial of <podIP>:18001 from outside finds no socket, so it can never
+			// be passed through back into this listener.
+			Address:                  contract.CaptureAddr,
 			PortSpecifier:            &corev3.SocketAddress_PortValue{PortValue: contract.CapturePort},
 			NetworkNamespaceFilepath: pod.NetnsPath,
 		}}},

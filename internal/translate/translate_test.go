@@ -266,6 +266,11 @@ func TestCaptureListener(t *testing.T) {
 				l.GetAddress().GetSocketAddress().GetPortValue() != 18001 || !l.GetTransparent().GetValue() {
 				t.Errorf("listener basics: %v", l)
 			}
+			// Loopback only: bound on every address, it would take a dial of <podIP>:18001
+			// from outside and pass it through back into itself.
+			if got := l.GetAddress().GetSocketAddress().GetAddress(); got != "127.0.0.1" {
+				t.Errorf("listener address %q, want 127.0.0.1", got)
+			}
 			if got := strings.Join(chainNames(l), " "); got != tc.chains {
 				t.Errorf("chains %q, want %q", got, tc.chains)
 			}

@@ -59,6 +59,12 @@ const (
 	// CapturePort is the transparent listener the capture diverts to, in
 	// every captured pod's network namespace.
 	CapturePort = 18001
+	// CaptureAddr is the address that listener binds and the capture's TPROXY delivers to.
+	// Loopback, not 0.0.0.0: a socket bound there is found for packets that arrive on lo (the
+	// diverted ones) and for nothing that arrives from another host, so a dial of
+	// <podIP>:CapturePort from outside cannot enter the proxy and be passed through back to the
+	// same listener (the capture's input chain also resets it).
+	CaptureAddr = "127.0.0.1"
 )
 
 // Packet marks.
