@@ -346,6 +346,8 @@ var LegOrder = []string{
 	"attribution", "phase0-split", "named-port", "outlier", "recreate", "new-service",
 	// Control legs: what svclb leaves to kube-proxy.
 	"apiserver", "dns",
+	// Hostile: what a pod can do to the node proxy (control legs too).
+	"hostile-loop",
 	// Disruptive last: range-grows adds and removes a ServiceCIDR (every
 	// agent's Service range), on-demand restarts a node pod.
 	"range-grows",
