@@ -20,10 +20,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/aether-mesh/svclb/agent"
-	"github.com/aether-mesh/svclb/internal/adstest"
 	"github.com/aether-mesh/svclb/internal/enroll"
 	"github.com/aether-mesh/svclb/internal/enroll/enrolltest"
-	"github.com/aether-mesh/svclb/internal/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/adstest"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 

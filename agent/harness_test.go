@@ -24,7 +24,7 @@ import (
 
 	"github.com/aether-mesh/svclb/agent"
 	"github.com/aether-mesh/svclb/internal/adsclient"
-	"github.com/aether-mesh/svclb/internal/adstest"
+	"github.com/aether-mesh/svclb/internal/testing/adstest"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 

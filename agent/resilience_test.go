@@ -34,10 +34,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/aether-mesh/svclb/agent"
-	"github.com/aether-mesh/svclb/internal/adstest"
-	"github.com/aether-mesh/svclb/internal/netnstest"
-	"github.com/aether-mesh/svclb/internal/testenv"
-	"github.com/aether-mesh/svclb/internal/testenv/prereq"
+	"github.com/aether-mesh/svclb/internal/testing/adstest"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/testenv"
+	"github.com/aether-mesh/svclb/internal/testing/testenv/prereq"
 	"github.com/aether-mesh/svclb/nodeproxy"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )

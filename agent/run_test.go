@@ -24,8 +24,8 @@ import (
 
 	"github.com/aether-mesh/svclb/agent"
 	"github.com/aether-mesh/svclb/internal/adsclient"
-	"github.com/aether-mesh/svclb/internal/adstest"
-	"github.com/aether-mesh/svclb/internal/testenv"
+	"github.com/aether-mesh/svclb/internal/testing/adstest"
+	"github.com/aether-mesh/svclb/internal/testing/testenv"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 

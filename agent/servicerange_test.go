@@ -17,7 +17,7 @@ import (
 
 	"github.com/aether-mesh/svclb/agent"
 	"github.com/aether-mesh/svclb/fixtures/metrics"
-	"github.com/aether-mesh/svclb/internal/testenv"
+	"github.com/aether-mesh/svclb/internal/testing/testenv"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 

@@ -18,8 +18,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/aether-mesh/svclb/internal/golden"
-	"github.com/aether-mesh/svclb/internal/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/golden"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
 )
 
 const (

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/aether-mesh/svclb/internal/golden"
+	"github.com/aether-mesh/svclb/internal/testing/golden"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/aether-mesh/svclb/fixtures/capture"
 	"github.com/aether-mesh/svclb/internal/enroll/enrolltest"
-	"github.com/aether-mesh/svclb/internal/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
 )
 
 // buildPlugin builds cmd/svclb-cni as the images do (static).

@@ -11,7 +11,7 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 
 	"github.com/aether-mesh/svclb/internal/enroll/enrolltest"
-	"github.com/aether-mesh/svclb/internal/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
 )
 
 // BenchmarkADD times the built plugin's ADD as the runtime runs it (exec, stdin, stdout), each

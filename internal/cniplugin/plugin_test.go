@@ -17,7 +17,7 @@ import (
 	"github.com/aether-mesh/svclb/fixtures/capture"
 	"github.com/aether-mesh/svclb/internal/enroll"
 	"github.com/aether-mesh/svclb/internal/enroll/enrolltest"
-	"github.com/aether-mesh/svclb/internal/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 

@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/aether-mesh/svclb/internal/netnstest"
-	"github.com/aether-mesh/svclb/internal/testenv"
-	"github.com/aether-mesh/svclb/internal/testenv/prereq"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/testenv"
+	"github.com/aether-mesh/svclb/internal/testing/testenv/prereq"
 )
 
 // harnessNode is the one Node the harness registers: kube-proxy's and the agent's.

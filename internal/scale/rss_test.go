@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aether-mesh/svclb/internal/netnstest"
-	"github.com/aether-mesh/svclb/internal/testenv"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/testenv"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/aether-mesh/svclb/internal/golden"
+	"github.com/aether-mesh/svclb/internal/testing/golden"
 	"github.com/aether-mesh/svclb/internal/translate"
 	"github.com/aether-mesh/svclb/internal/translate/translatetest"
 

@@ -15,7 +15,7 @@ import (
 	"github.com/google/nftables"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/aether-mesh/svclb/internal/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
 )
 
 // kpName is kube-proxy's hashAndTruncate: the bench ruleset uses the names

@@ -13,8 +13,8 @@ import (
 
 	"github.com/google/nftables"
 
-	"github.com/aether-mesh/svclb/internal/netnstest"
-	"github.com/aether-mesh/svclb/internal/testenv"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/testenv"
 )
 
 // TestGuardWithAPIServer runs what the DaemonSet runs (WatchServices feeding

@@ -29,8 +29,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/aether-mesh/svclb/internal/netnstest"
-	"github.com/aether-mesh/svclb/internal/testenv"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/testenv"
 )
 
 // TestGuardWithRealKubeProxy runs a real kube-proxy v1.34 (nftables mode,

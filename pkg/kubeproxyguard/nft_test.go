@@ -27,8 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/aether-mesh/svclb/internal/golden"
-	"github.com/aether-mesh/svclb/internal/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/golden"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
 )
 
 func svc(s string) types.NamespacedName {

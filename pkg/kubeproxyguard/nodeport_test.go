@@ -11,8 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/aether-mesh/svclb/internal/golden"
-	"github.com/aether-mesh/svclb/internal/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/golden"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
 )
 
 // TestGuardKeepsNodePortPath chooses four NodePort Services with external

@@ -8,8 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/aether-mesh/svclb/internal/golden"
-	"github.com/aether-mesh/svclb/internal/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/golden"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
 )
 
 // A Service that stops being chosen gets kube-proxy's elements back from

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/aether-mesh/svclb/internal/testenv"
+	"github.com/aether-mesh/svclb/internal/testing/testenv"
 )
 
 // TestAgainstRealAPIServer proves the informer wiring on a real kube-apiserver:

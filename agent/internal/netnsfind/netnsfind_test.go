@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/aether-mesh/svclb/internal/testenv/prereq"
+	"github.com/aether-mesh/svclb/internal/testing/testenv/prereq"
 )
 
 func ip(t *testing.T, args ...string) {

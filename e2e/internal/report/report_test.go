@@ -13,7 +13,7 @@ import (
 	"github.com/onsi/ginkgo/v2/types"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/internal/golden"
+	"github.com/aether-mesh/svclb/internal/testing/golden"
 )
 
 // TestGolden renders the fixture evidence directories under testdata (a

@@ -17,7 +17,7 @@ import (
 	"github.com/vishvananda/netns"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/aether-mesh/svclb/internal/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
 )
 
 // vip stands for a ClusterIP: an address on the namespace's lo with real

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aether-mesh/svclb/internal/testenv/prereq"
+	"github.com/aether-mesh/svclb/internal/testing/testenv/prereq"
 )
 
 func TestParse(t *testing.T) {

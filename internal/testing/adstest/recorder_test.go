@@ -15,7 +15,7 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/aether-mesh/svclb/internal/adsclient"
-	"github.com/aether-mesh/svclb/internal/adstest"
+	"github.com/aether-mesh/svclb/internal/testing/adstest"
 )
 
 var _ adsclient.Handler = (*adstest.Recorder)(nil)

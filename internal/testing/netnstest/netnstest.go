@@ -12,7 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"github.com/aether-mesh/svclb/internal/testenv/prereq"
+	"github.com/aether-mesh/svclb/internal/testing/testenv/prereq"
 )
 
 // NS is a network namespace owned by one test.

@@ -7,6 +7,6 @@
 // With SVCLB_UNIT=1 (`make unit`: no root, nothing built) the test skips with
 // one line saying what is missing. Without it (`make test`, a plain go test)
 // the test fails: the tier that promises to run everything must never pass by
-// skipping. internal/netnstest and internal/testenv call it, so every netns
-// and envtest test follows the same rule.
+// skipping. internal/testing/netnstest and internal/testing/testenv call it, so
+// every netns and envtest test follows the same rule.
 package prereq

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aether-mesh/svclb/internal/testenv/prereq"
+	"github.com/aether-mesh/svclb/internal/testing/testenv/prereq"
 )
 
 func TestBinDir(t *testing.T) {
