@@ -84,7 +84,7 @@ $(ACTIONLINT):
 
 .PHONY: scale
 scale: k8s-test-bins ## Agent vs kube-proxy RSS at 10k Services / 100k endpoints (root, ~15 min; SVCLB_SCALE_SERVICES, SVCLB_SCALE_ENDPOINTS, SVCLB_SCALE_ONDEMAND=1)
-	SVCLB_SCALE=1 $(GO) test -count=1 -v -timeout 55m -run TestRSS ./internal/scale
+	SVCLB_SCALE=1 $(GO) test -count=1 -v -timeout 55m -run TestRSS ./e2e/scale
 
 .PHONY: help
 help:
