@@ -31,7 +31,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	repo, _ := filepath.Abs("..")
+	repo, _ := filepath.Abs("../..")
 	cfg, cfgErr = LoadConfig(repo)
 	if s, err := strconv.ParseInt(os.Getenv("SOAK_START"), 10, 64); err == nil && s > 0 {
 		rec.Started = time.Unix(s, 0)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The body of `make soak` (soak/soak.mk has the variables): reuse or create
+# The body of `make soak` (e2e/soak/soak.mk has the variables): reuse or create
 # the kind cluster and load this tree's images (kindconfig's targets), build
 # the soak's test binary, run it. The soak deploys the guard and the node
 # DaemonSet from this tree itself and leaves the cluster as it found it.
@@ -32,8 +32,8 @@ step "images: make images"
 if [ "$PROXY" = envoy ]; then
   "$KIND" load docker-image --name "$CLUSTER" "$ENVOY_IMAGE" || { step "kind load $ENVOY_IMAGE failed"; exit 1; }
 fi
-step "build: go test -c ./soak/"
-"${go_cmd[@]}" test -c -o "$REPO/_output/soak.test" ./soak/ || { step "the soak does not compile"; exit 1; }
+step "build: go test -c ./e2e/soak/"
+"${go_cmd[@]}" test -c -o "$REPO/_output/soak.test" ./e2e/soak/ || { step "the soak does not compile"; exit 1; }
 # The test binary's own bound: the load's duration plus 25 minutes for the
 # setup, the faults that outlast it and the collection (SOAK_TEST_TIMEOUT
 # overrides it). A fixed bound would end a long soak mid-run.
@@ -52,7 +52,7 @@ if [ -z "${SOAK_TEST_TIMEOUT:-}" ]; then
 fi
 step "run: SOAK_DURATION=$SOAK_DURATION SOAK_FAULTS=$SOAK_FAULTS PROXY=$PROXY (test timeout $SOAK_TEST_TIMEOUT)"
 (
-  cd "$REPO/soak" &&
+  cd "$REPO/e2e/soak" &&
     SVCLB_SOAK=1 SVCLB_KUBECONFIG="$KUBECONFIG_FILE" SVCLB_CLUSTER="$CLUSTER" SVCLB_PROXY="$PROXY" SVCLB_ENVOY_IMAGE="${ENVOY_IMAGE:-}" \
       SOAK_ARTIFACTS="$SOAK_ARTIFACTS" SOAK_START="$T0" \
       "$REPO/_output/soak.test" -test.run '^TestSoak$' -test.count=1 -test.timeout "$SOAK_TEST_TIMEOUT" -test.v

@@ -29,7 +29,7 @@ type Record struct {
 	Sweeps   map[string]Scan `json:"sweeps,omitempty"`
 }
 
-// Settings are the run's knobs (soak/soak.mk's variables).
+// Settings are the run's knobs (e2e/soak/soak.mk's variables).
 type Settings struct {
 	Duration       time.Duration `json:"duration"`
 	Faults         []string      `json:"faults"`

@@ -1,8 +1,8 @@
-// Package soak is `make soak` (soak/soak.mk, docs/soak.md): steady meshed
+// Package soak is `make soak` (e2e/soak/soak.mk, docs/soak.md): steady meshed
 // traffic on the kind cluster while a schedule of faults runs, judged
 // failure by failure.
 //
-// TestSoak (gated by SVCLB_SOAK=1, which soak/run.sh sets) deploys the
+// TestSoak (gated by SVCLB_SOAK=1, which e2e/soak/run.sh sets) deploys the
 // guard and the node DaemonSet with fixtures/ env funcs, as the acceptance
 // legs do; Run deploys the workloads (guarded echo Services, meshed load
 // clients running `svclb-echo load`), runs the faults of

@@ -12,8 +12,8 @@ import (
 	"github.com/aether-mesh/svclb/fixtures/manifests"
 )
 
-// Config is read from the environment (soak/run.sh sets it from
-// soak/soak.mk's variables).
+// Config is read from the environment (e2e/soak/run.sh sets it from
+// e2e/soak/soak.mk's variables).
 type Config struct {
 	Enabled    bool
 	Kubeconfig string
