@@ -19,16 +19,16 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
+	"github.com/aether-mesh/svclb/e2e/perf/internal/report"
+	"github.com/aether-mesh/svclb/e2e/perf/internal/result"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/guard"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
-	"github.com/aether-mesh/svclb/perf/internal/report"
-	"github.com/aether-mesh/svclb/perf/internal/result"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
-// config is read from the environment (perf/run.sh sets it).
+// config is read from the environment (e2e/perf/run.sh sets it).
 type config struct {
 	enabled     bool
 	kubeconfig  string
@@ -48,7 +48,7 @@ type config struct {
 }
 
 func loadConfig() (config, error) {
-	repo, _ := filepath.Abs("..")
+	repo, _ := filepath.Abs("../..")
 	c := config{
 		enabled:     os.Getenv("SVCLB_PERF") == "1",
 		kubeconfig:  getenv("SVCLB_KUBECONFIG", filepath.Join(repo, "_output", "kubeconfig")),
@@ -244,7 +244,7 @@ func deleteNamespace(ctx context.Context, c *cluster.Cluster, ns string) error {
 func needCluster(t *testing.T) {
 	t.Helper()
 	if !cfg.enabled {
-		t.Skip("the perf suite needs the kind cluster: make -f Makefile -f perf/perf.mk perf (or SVCLB_PERF=1 against a running cluster)")
+		t.Skip("the perf suite needs the kind cluster: make -f Makefile -f e2e/perf/perf.mk perf (or SVCLB_PERF=1 against a running cluster)")
 	}
 	if suite.w == nil {
 		t.Fatal("the setup did not finish")

@@ -1,4 +1,4 @@
-# perf/perf.mk: the agent side by side with kube-proxy on the kind cluster (issue 17; perf/doc.go).
+# e2e/perf/perf.mk: the agent side by side with kube-proxy on the kind cluster (issue 17; e2e/perf/doc.go).
 #   make perf                                     every measurement (base, new Service, each size)
 #   make perf PERF_RUN=TestEndpointChange         one (a go test -run regexp)
 #   make perf PERF_RUN=TestScale PERF_SIZES=1000
@@ -21,7 +21,7 @@ PERF_ARTIFACTS    ?= $(REPO)/_artifacts/perf
 PERF_TIMEOUT      ?= 60m
 PERF_CLIENT_IMAGE ?= svclb/perf-client:dev
 
-##@ Performance beside kube-proxy (perf/)
+##@ Performance beside kube-proxy (e2e/perf/)
 
 .PHONY: perf
 perf: ## The agent beside kube-proxy on kind: PERF_RUN=<test regexp> PERF_SIZES=1000[,5000]; report in _artifacts/perf/
@@ -29,8 +29,8 @@ perf: ## The agent beside kube-proxy on kind: PERF_RUN=<test regexp> PERF_SIZES=
 	RUN="$(PERF_RUN)" SIZES="$(PERF_SIZES)" CHANGES=$(PERF_CHANGES) SCALE_CHANGES=$(PERF_SCALE_CHANGES) TRIALS=$(PERF_TRIALS) CREATE_WITHIN=$(PERF_CREATE_WITHIN) RESTARTS=$(PERF_RESTARTS) \
 	PROXY=$(PERF_PROXY) ARTIFACTS=$(PERF_ARTIFACTS) TIMEOUT=$(PERF_TIMEOUT) CLIENT_IMAGE=$(PERF_CLIENT_IMAGE) \
 	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) \
-	bash $(REPO)/perf/run.sh
+	bash $(REPO)/e2e/perf/run.sh
 
 .PHONY: perf-report
 perf-report: ## Re-render _artifacts/perf/report.md and report.html from the results there
-	@$(GO) run ./perf/cmd/report -dir $(PERF_ARTIFACTS)
+	@$(GO) run ./e2e/perf/cmd/report -dir $(PERF_ARTIFACTS)

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/aether-mesh/svclb/perf/internal/result"
+	"github.com/aether-mesh/svclb/e2e/perf/internal/result"
 )
 
 // Model is what both templates show.

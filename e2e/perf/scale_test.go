@@ -16,10 +16,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/aether-mesh/svclb/e2e/perf/internal/nodestat"
+	"github.com/aether-mesh/svclb/e2e/perf/internal/result"
 	"github.com/aether-mesh/svclb/e2e/scale"
 	"github.com/aether-mesh/svclb/fixtures/agent"
-	"github.com/aether-mesh/svclb/perf/internal/nodestat"
-	"github.com/aether-mesh/svclb/perf/internal/result"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 

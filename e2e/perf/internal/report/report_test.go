@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aether-mesh/svclb/perf/internal/result"
+	"github.com/aether-mesh/svclb/e2e/perf/internal/result"
 )
 
 func sample() []float64 { return []float64{12, 25, 18, 40, 9} }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	texttemplate "text/template"
 
-	"github.com/aether-mesh/svclb/perf/internal/result"
+	"github.com/aether-mesh/svclb/e2e/perf/internal/result"
 )
 
 var (

@@ -10,10 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/aether-mesh/svclb/e2e/perf/internal/result"
+	"github.com/aether-mesh/svclb/e2e/perf/internal/slicewatch"
+	"github.com/aether-mesh/svclb/e2e/perf/internal/traffic"
 	"github.com/aether-mesh/svclb/fixtures/workload"
-	"github.com/aether-mesh/svclb/perf/internal/result"
-	"github.com/aether-mesh/svclb/perf/internal/slicewatch"
-	"github.com/aether-mesh/svclb/perf/internal/traffic"
 )
 
 // newServiceWithin bounds a trial: both paths program a new Service in

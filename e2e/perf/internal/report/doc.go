@@ -1,4 +1,4 @@
-// Package report renders the perf suite's results (perf/internal/result) as
+// Package report renders the perf suite's results (e2e/perf/internal/result) as
 // report.md and report.html in the artifacts directory: the goals of issue 17
 // as agent/kube-proxy ratios, one table per measurement, and, in the HTML,
 // the latency distributions of both paths as inline SVG (html/template

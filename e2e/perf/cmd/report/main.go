@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/aether-mesh/svclb/perf/internal/report"
+	"github.com/aether-mesh/svclb/e2e/perf/internal/report"
 )
 
 func main() {

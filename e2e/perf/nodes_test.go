@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aether-mesh/svclb/e2e/perf/internal/nodestat"
 	"github.com/aether-mesh/svclb/fixtures/guard"
 	"github.com/aether-mesh/svclb/fixtures/metrics"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
-	"github.com/aether-mesh/svclb/perf/internal/nodestat"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 

@@ -25,10 +25,10 @@
 //     (include_eds) in proactive and on-demand CDS; kube-proxy and the node pod
 //     restarted on one node with every object present.
 //
-// Each writes a JSON file into the artifacts directory (perf/internal/result);
-// perf/internal/report renders report.md and report.html from whichever
-// exist, with the machine's load around each figure. Run it with `make perf`
-// (perf/perf.mk, perf/run.sh); without SVCLB_PERF=1 every test skips, so
-// `make test` runs only the unit parts (perf/internal/...). docs/perf.md has
-// the figures and what bounds them.
+// Each writes a JSON file into the artifacts directory
+// (e2e/perf/internal/result); e2e/perf/internal/report renders report.md and
+// report.html from whichever exist, with the machine's load around each
+// figure. Run it with `make perf` (e2e/perf/perf.mk, e2e/perf/run.sh); without
+// SVCLB_PERF=1 every test skips, so `make test` runs only the unit parts
+// (e2e/perf/internal/...). docs/perf.md has the figures and what bounds them.
 package perf

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/aether-mesh/svclb/perf/internal/result"
+	"github.com/aether-mesh/svclb/e2e/perf/internal/result"
 )
 
 // goalSize is the size issue 17's CPU and RSS goals are stated at.

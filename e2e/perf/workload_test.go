@@ -15,10 +15,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/aether-mesh/svclb/e2e/perf/internal/slicewatch"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/guard"
 	"github.com/aether-mesh/svclb/fixtures/workload"
-	"github.com/aether-mesh/svclb/perf/internal/slicewatch"
 )
 
 const (

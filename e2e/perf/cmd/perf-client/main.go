@@ -1,5 +1,5 @@
 // Command perf-client is the perf suite's client image (svclb/perf-client:dev,
-// built and kind-loaded by perf/perf.mk): svclb-echo's client with the one
+// built and kind-loaded by e2e/perf/perf.mk): svclb-echo's client with the one
 // subcommand it lacks, dialling on a fixed schedule.
 //
 //	perf-client dial-every --to 10.96.0.10:80 --interval 10ms --timeout 1s --within 5m [--until-reply]

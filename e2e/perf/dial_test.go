@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/aether-mesh/svclb/e2e/perf/internal/traffic"
 	"github.com/aether-mesh/svclb/fixtures/workload"
-	"github.com/aether-mesh/svclb/perf/internal/traffic"
 )
 
 // attemptTimeout bounds one attempt: through either path a reply takes

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The body of `make perf` (perf/perf.mk has the variables): reuse the kind
+# The body of `make perf` (e2e/perf/perf.mk has the variables): reuse the kind
 # cluster (make cluster never deletes it), load this tree's images and the
 # perf client's, compile the suite and run it. The suite deploys the guard and
 # the node DaemonSet from this tree, measures, cleans up and renders the
@@ -22,16 +22,16 @@ step "machine: $(nproc) cores, $(uptime)"
 # scratch like images.sh builds every cmd/svclb-*.
 ctx=$OUT/images/perf-client
 mkdir -p "$ctx"
-CGO_ENABLED=0 "${go_cmd[@]}" build -trimpath -ldflags '-s -w' -o "$ctx/perf-client" ./perf/cmd/perf-client || fail "perf-client does not build"
+CGO_ENABLED=0 "${go_cmd[@]}" build -trimpath -ldflags '-s -w' -o "$ctx/perf-client" ./e2e/perf/cmd/perf-client || fail "perf-client does not build"
 printf 'FROM scratch\nCOPY perf-client /perf-client\nENTRYPOINT ["/perf-client"]\n' >"$ctx/Dockerfile"
 docker build -q -t "$CLIENT_IMAGE" "$ctx" >/dev/null || fail "docker build $CLIENT_IMAGE"
 "$KIND" load docker-image --name "$CLUSTER" "$CLIENT_IMAGE" || fail "kind load $CLIENT_IMAGE"
 step "built and loaded $CLIENT_IMAGE"
 
-"${go_cmd[@]}" test -c -o "$OUT/perf.test" ./perf/ || fail "the perf suite does not compile"
+"${go_cmd[@]}" test -c -o "$OUT/perf.test" ./e2e/perf/ || fail "the perf suite does not compile"
 step "suite: -run '${RUN:-.}', sizes ${SIZES:-}, $(uptime)"
 (
-  cd "$REPO/perf" &&
+  cd "$REPO/e2e/perf" &&
     SVCLB_PERF=1 SVCLB_KUBECONFIG="$KUBECONFIG_FILE" SVCLB_CLUSTER="$CLUSTER" SVCLB_PERF_ARTIFACTS="$ARTIFACTS" \
       SVCLB_PROXY="${PROXY:-builtin}" SVCLB_PERF_CLIENT_IMAGE="$CLIENT_IMAGE" SVCLB_PERF_SIZES="${SIZES:-}" \
       SVCLB_PERF_CHANGES="${CHANGES:-}" SVCLB_PERF_SCALE_CHANGES="${SCALE_CHANGES:-}" SVCLB_PERF_TRIALS="${TRIALS:-}" SVCLB_PERF_CREATE_WITHIN="${CREATE_WITHIN:-}" SVCLB_PERF_RESTARTS="${RESTARTS:-1}" \
