@@ -92,4 +92,4 @@ help:
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 # Each piece owns its own fragment.
-include $(wildcard kindconfig/*.mk fixtures/*.mk e2e/*.mk peer/*.mk e2e/perf/*.mk e2e/soak/*.mk)
+include $(wildcard kindconfig/*.mk fixtures/*.mk e2e/*.mk e2e/conformance/*.mk e2e/perf/*.mk e2e/soak/*.mk)

@@ -31,9 +31,9 @@ var (
 // verdict stays FAIL. None is open.
 var Causes = map[string]Deviation{}
 
-// Deviations maps a set entry (peer/focus.txt) to the deviation it may show.
-// Only the entry named here may fail green as EXPECTED DEVIATION; any other
-// failure is FAIL.
+// Deviations maps a set entry (e2e/conformance/focus.txt) to the deviation it
+// may show. Only the entry named here may fail green as EXPECTED DEVIATION;
+// any other failure is FAIL.
 var Deviations = map[string]Deviation{
 	"Services should respect internalTrafficPolicy=Local Pod (hostNetwork: true) to Pod":             HostNetworkClients,
 	"Services should respect internalTrafficPolicy=Local Pod and Node, to Pod (hostNetwork: true)":   HostNetworkClients,
@@ -43,7 +43,7 @@ var Deviations = map[string]Deviation{
 
 // Row is one spec of the set: its runs and its verdict.
 type Row struct {
-	// Spec is the set entry (peer/focus.txt).
+	// Spec is the set entry (e2e/conformance/focus.txt).
 	Spec string `json:"spec"`
 	// Runs by phase name (red, green, kube-proxy).
 	Runs    map[string]Result `json:"runs"`

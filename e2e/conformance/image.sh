@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Build registry.k8s.io/e2e-test-images/agnhost:<version> without a registry:
-# the agnhost binary (peer/tools) on a minimal Debian rootfs holding what
-# Kubernetes' network specs exec in it: /bin/sh, curl, wget, nc (OpenBSD
-# flavour), seq, date, sleep (coreutils), ss (iproute2). Upstream's image is
-# Alpine-based (test/images/agnhost/Dockerfile); the rest of its layout is
-# copied: /agnhost as ENTRYPOINT with CMD pause, /agnhost-2, /uploads,
-# porter's localhost.crt/key, user 1000 in group 50000.
+# the agnhost binary (e2e/conformance/tools) on a minimal Debian rootfs
+# holding what Kubernetes' network specs exec in it: /bin/sh, curl, wget, nc
+# (OpenBSD flavour), seq, date, sleep (coreutils), ss (iproute2). Upstream's
+# image is Alpine-based (test/images/agnhost/Dockerfile); the rest of its
+# layout is copied: /agnhost as ENTRYPOINT with CMD pause, /agnhost-2,
+# /uploads, porter's localhost.crt/key, user 1000 in group 50000.
 #
-# Called by `make peer-image` (peer/peer.mk). Environment: AGNHOST (binary),
-# AGNHOST_VERSION, AGNHOST_SRC (test/images/agnhost in the module cache),
-# IMAGE, WORK, DEBIAN_MIRROR. Caches: $WORK/rootfs (debootstrap, keyed by suite + packages)
-# and a label on $IMAGE holding the hash of every input.
+# Called by `make peer-image` (e2e/conformance/conformance.mk). Environment:
+# AGNHOST (binary), AGNHOST_VERSION, AGNHOST_SRC (test/images/agnhost in the
+# module cache), IMAGE, WORK, DEBIAN_MIRROR. Caches: $WORK/rootfs
+# (debootstrap, keyed by suite + packages) and a label on $IMAGE holding the
+# hash of every input.
 set -euo pipefail
 : "${AGNHOST:?}" "${AGNHOST_VERSION:?}" "${AGNHOST_SRC:?}" "${IMAGE:?}" "${WORK:?}" "${DEBIAN_MIRROR:?}"
 DEBIAN_SUITE=bookworm

@@ -1,23 +1,23 @@
-# peer/peer.mk: Kubernetes' own sig-network Service specs (test/e2e, v1.34.4)
-# run red then green through the agent. Included by the root Makefile (REPO,
-# OUT, GO; kindconfig.mk's K8S_VERSION, KC_BIN, KC_K8S_LDFLAGS, kc_timed).
-# See docs/peer.md.
+# e2e/conformance/conformance.mk: Kubernetes' own sig-network Service specs
+# (test/e2e, v1.34.4) run red then green through the agent. Included by the
+# root Makefile (REPO, OUT, GO; kindconfig.mk's K8S_VERSION, KC_BIN,
+# KC_K8S_LDFLAGS, kc_timed). See docs/peer.md.
 #   make e2e-peer                        tools, agnhost image, the set red then green; report in _artifacts/peer/
-#   make e2e-peer FOCUS='<regex>'        another --ginkgo.focus (default: the set, peer/focus.txt)
+#   make e2e-peer FOCUS='<regex>'        another --ginkgo.focus (default: the set, e2e/conformance/focus.txt)
 #   make e2e-peer PEER_PHASES=green      the phases to run: kube-proxy (baseline), red, green; the
 #                                        report holds every phase found in _artifacts/peer/
 #   make e2e-peer KEEP_CLUSTER=1 PROXY=builtin|envoy KIND_NODE_MODE=offline   as make e2e-svc
 #   make e2e-peer PEER_AGNHOST_SOURCE=pull   online: the nodes pull upstream's agnhost image
 #   make peer-tools                      only build k8s-e2e.test, agnhost (and kubectl)
 
-PEER_DIR        := $(REPO)/peer
+PEER_DIR        := $(REPO)/e2e/conformance
 PEER_TOOLS_MOD  := $(PEER_DIR)/tools
 # Names of our own: _output/e2e.test is the suite's, _output/bin/kubectl kindconfig's.
 PEER_E2E_TEST   := $(KC_BIN)/k8s-e2e.test
 PEER_AGNHOST    := $(KC_BIN)/agnhost
 PEER_KUBECTL    := $(KC_BIN)/kubectl
 # The tag test/utils/image asks for at K8S_VERSION (test/images/agnhost/VERSION;
-# peer/image.sh checks it).
+# e2e/conformance/image.sh checks it).
 PEER_AGNHOST_VERSION ?= 2.56
 PEER_AGNHOST_IMAGE   ?= registry.k8s.io/e2e-test-images/agnhost:$(PEER_AGNHOST_VERSION)
 # build: the image peer-image builds, kind-loaded (offline); pull: upstream's
@@ -39,7 +39,7 @@ PEER_PHASE_TIMEOUT ?=
 PEER_NICE       ?= nice -n 10
 PEER_GO         := CGO_ENABLED=0 $(PEER_NICE) $(GO)
 
-##@ Kubernetes' own Service specs through the agent (peer/, docs/peer.md)
+##@ Kubernetes' own Service specs through the agent (e2e/conformance/, docs/peer.md)
 
 .PHONY: peer-tools
 peer-tools: $(PEER_E2E_TEST) $(PEER_AGNHOST) $(PEER_KUBECTL) ## k8s-e2e.test + agnhost (K8S_VERSION) into _output/bin; cached (cold ≈6+2 min idle, 22+4 min on a loaded machine)
@@ -70,5 +70,5 @@ e2e-peer: $(PEER_E2E_TEST) $(PEER_KUBECTL) $(if $(filter build,$(PEER_AGNHOST_SO
 
 .PHONY: peer-report
 peer-report: ## Rebuild _artifacts/peer/report.md and peer.json from the phases found there
-	@$(GO) run ./peer/cmd/peer -report-only -artifacts $(PEER_ARTIFACTS) \
+	@$(GO) run ./e2e/conformance/cmd/conformance -report-only -artifacts $(PEER_ARTIFACTS) \
 	-docs-link $$(realpath --relative-to=$(PEER_ARTIFACTS) $(REPO)/docs/peer.md)

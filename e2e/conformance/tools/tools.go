@@ -1,9 +1,10 @@
 //go:build tools
 
-// Package tools pins what peer/peer.mk builds from Kubernetes' own tree: the
-// e2e suite (`go test -c k8s.io/kubernetes/test/e2e`) and agnhost, the one
-// image its sig-network Service specs run. A module of its own so that none of
-// this reaches the main module's requirements; see ../peer.mk and docs/peer.md.
+// Package tools pins what e2e/conformance/conformance.mk builds from
+// Kubernetes' own tree: the e2e suite (`go test -c k8s.io/kubernetes/test/e2e`)
+// and agnhost, the one image its sig-network Service specs run. A module of its
+// own so that none of this reaches the main module's requirements; see
+// ../conformance.mk and docs/peer.md.
 //
 // `go mod tidy` does not follow the tests of a dependency, so the imports of
 // test/e2e/e2e_test.go are listed here too: without them the module would

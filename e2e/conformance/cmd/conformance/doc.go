@@ -1,7 +1,8 @@
-// Command peer runs Kubernetes' own sig-network Service specs (a built
+// Command conformance runs Kubernetes' own sig-network Service specs (a built
 // k8s.io/kubernetes/test/e2e binary, v1.34.4) through the agent on the kind
-// cluster and writes peer's report: `make e2e-peer` (peer/peer.mk,
-// peer/run.sh) calls it; docs/peer.md says what it proves.
+// cluster and writes peer's report: `make e2e-peer`
+// (e2e/conformance/conformance.mk, e2e/conformance/run.sh) calls it;
+// docs/peer.md says what it proves.
 //
 // Phases, each one run of the e2e binary with the set's focus:
 //

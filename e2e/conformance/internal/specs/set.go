@@ -11,8 +11,9 @@ import (
 // Prefix is the container text of every spec of the set (common.SIGDescribe).
 const Prefix = "[sig-network] "
 
-// ReadSet reads the set's spec names (peer/focus.txt): one per line, the text
-// after Prefix; blank lines and lines starting with # are left out.
+// ReadSet reads the set's spec names (e2e/conformance/focus.txt): one per
+// line, the text after Prefix; blank lines and lines starting with # are left
+// out.
 func ReadSet(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The body of `make e2e-peer` (peer/peer.mk has the variables): the cluster and
-# the tree's images (kindconfig's targets, as e2e/run.sh), the agnhost image
-# loaded into the nodes, then peer's runner (peer/cmd/peer): enrollment, the
-# phases, the cluster restored, the report in $ARTIFACTS.
+# The body of `make e2e-peer` (e2e/conformance/conformance.mk has the
+# variables): the cluster and the tree's images (kindconfig's targets, as
+# e2e/run.sh), the agnhost image loaded into the nodes, then peer's runner
+# (e2e/conformance/cmd/conformance): enrollment, the phases, the cluster
+# restored, the report in $ARTIFACTS.
 set -uo pipefail
 : "${REPO:?}" "${GO:?}" "${MAKE:?}" "${ARTIFACTS:?}" "${KIND:?}" "${CLUSTER:?}" "${KUBECONFIG_FILE:?}"
 : "${E2E_TEST:?}" "${KUBECTL:?}" "${AGNHOST_IMAGE:?}" "${ENVOY_IMAGE:?}"
@@ -51,8 +52,8 @@ if [ "$PROXY" = envoy ]; then
 fi
 
 runner=$REPO/_output/bin/svclb-peer
-step "go build ./peer/cmd/peer"
-"${go_cmd[@]}" build -o "$runner" ./peer/cmd/peer || { cluster_down; step "FAILED: the runner does not build"; exit 1; }
+step "go build ./e2e/conformance/cmd/conformance"
+"${go_cmd[@]}" build -o "$runner" ./e2e/conformance/cmd/conformance || { cluster_down; step "FAILED: the runner does not build"; exit 1; }
 args=(-kubeconfig "$KUBECONFIG_FILE" -cluster "$CLUSTER" -e2e-test "$E2E_TEST" -kubectl "$KUBECTL"
   -artifacts "$ARTIFACTS" -phases "$PHASES" -proxy "$PROXY" -envoy-image "$ENVOY_IMAGE")
 [ -n "${FOCUS:-}" ] && args+=(-focus "$FOCUS")

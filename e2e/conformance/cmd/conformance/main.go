@@ -19,10 +19,10 @@ import (
 
 	"sigs.k8s.io/e2e-framework/klient"
 
+	"github.com/aether-mesh/svclb/e2e/conformance/internal/enroll"
+	"github.com/aether-mesh/svclb/e2e/conformance/internal/specs"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
-	"github.com/aether-mesh/svclb/peer/internal/enroll"
-	"github.com/aether-mesh/svclb/peer/internal/specs"
 )
 
 type options struct {
@@ -51,7 +51,7 @@ func main() {
 	flag.StringVar(&o.clusterName, "cluster", "svclb", "kind cluster name")
 	flag.StringVar(&o.e2eTest, "e2e-test", "_output/bin/k8s-e2e.test", "Kubernetes' e2e binary (go test -c k8s.io/kubernetes/test/e2e)")
 	flag.StringVar(&o.kubectl, "kubectl", "_output/bin/kubectl", "kubectl of the same version, for --kubectl-path")
-	flag.StringVar(&o.setFile, "set", "peer/focus.txt", "the set: one spec name per line")
+	flag.StringVar(&o.setFile, "set", "e2e/conformance/focus.txt", "the set: one spec name per line")
 	flag.StringVar(&o.focus, "focus", "", "--ginkgo.focus regex instead of the set's (the report still lists the set)")
 	flag.StringVar(&phases, "phases", "red,green", "phases to run, in order: kube-proxy, red, green (comma or space separated)")
 	flag.StringVar(&o.artifacts, "artifacts", "_artifacts/peer", "report directory (one subdirectory per phase)")

@@ -123,7 +123,7 @@ func TestJudge(t *testing.T) {
 // set and links a heading of docs/peer.md.
 func TestDeviationsAreDocumented(t *testing.T) {
 	set := readSet(t)
-	doc, err := os.ReadFile("../../../docs/peer.md")
+	doc, err := os.ReadFile("../../../../docs/peer.md")
 	if err != nil {
 		t.Fatal(err)
 	}
