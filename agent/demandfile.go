@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"slices"
+
+	"github.com/aether-mesh/svclb/internal/statefile"
 )
 
 // demandFileVersion is the "version" of the demand file format.
@@ -20,72 +21,44 @@ type demandFile struct {
 	Clusters []string `json:"clusters"`
 }
 
+// maxDemandFile bounds the demand file read at start-up: room for a million admitted names of
+// the longest form (svc:255.255.255.255:65535), far past any --on-demand-max that fits a node.
+const maxDemandFile = 32 << 20
+
 // loadDemandFile reads the admitted names a previous run saved. A missing file is an empty
-// demand; a file that does not parse is renamed to <file>.corrupt (kept for a post-mortem, out
-// of the way of the next save) and the error says so.
+// demand. A file that is not a regular file, is too large or does not parse is an error, and
+// it is renamed to <file>.corrupt (kept for a post-mortem, out of the way of the next save).
 func loadDemandFile(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	b, err := statefile.Read(path, maxDemandFile)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read demand file: %w", err)
-	}
 	var f demandFile
-	err = json.Unmarshal(b, &f)
+	if err == nil {
+		err = json.Unmarshal(b, &f)
+	}
 	if err == nil && f.Version != demandFileVersion {
 		err = fmt.Errorf("version %d, want %d", f.Version, demandFileVersion)
 	}
 	if err != nil {
-		if rerr := os.Rename(path, path+".corrupt"); rerr != nil {
-			return nil, fmt.Errorf("demand file %s does not parse (%w) and could not be moved aside: %w", path, err, rerr)
+		to, rerr := statefile.MoveAside(path)
+		if rerr != nil {
+			return nil, fmt.Errorf("demand file %s cannot be used (%w) and could not be moved aside: %w", path, err, rerr)
 		}
-		return nil, fmt.Errorf("demand file %s does not parse, moved to %s.corrupt: %w", path, path, err)
+		return nil, fmt.Errorf("demand file %s cannot be used, moved to %s: %w", path, to, err)
 	}
 	return f.Clusters, nil
 }
 
 // saveDemandFile writes names atomically: a reader (or a crash) sees the old file or the new
 // one, never a torn write.
-func saveDemandFile(path string, names []string) (err error) {
+func saveDemandFile(path string, names []string) error {
 	slices.Sort(names)
 	b, err := json.Marshal(demandFile{Version: demandFileVersion, Clusters: names})
 	if err != nil {
 		return fmt.Errorf("encode demand file: %w", err)
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("demand file directory: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("demand file: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write demand file: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("sync demand file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close demand file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("replace demand file: %w", err)
-	}
-	// The rename is durable only once the directory is synced.
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return statefile.WriteAtomic(path, append(b, '\n'))
 }
 
 // restoreDemand loads the demand file for the first sync to re-classify. Call it after the

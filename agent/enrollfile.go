@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"slices"
 	"strings"
 
 	"github.com/aether-mesh/svclb/internal/enroll"
+	"github.com/aether-mesh/svclb/internal/statefile"
 )
 
 type enrollFile struct {
@@ -22,13 +22,20 @@ type enrollFile struct {
 
 const enrollFileVersion = 1
 
+// maxEnrollFile bounds the enrollment file read at start-up: thousands of pods' records, far
+// more than a node runs.
+const maxEnrollFile = 4 << 20
+
 // restore loads the file a previous run saved; capturedPods then drops the pods that are gone.
+// A file that cannot be used starts the agent with no enrolled pods (their listeners return
+// when the pods are recreated) and is moved aside for a post-mortem. A record whose netns path
+// is not a pod's network namespace is dropped, never bound.
 func (e *enrollment) restore() {
 	if e.file == "" {
 		return
 	}
-	b, err := os.ReadFile(e.file)
-	if errors.Is(err, os.ErrNotExist) {
+	b, err := statefile.Read(e.file, maxEnrollFile)
+	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
 	var f enrollFile
@@ -39,16 +46,28 @@ func (e *enrollment) restore() {
 		err = fmt.Errorf("version %d, want %d", f.Version, enrollFileVersion)
 	}
 	if err != nil {
+		if to, rerr := statefile.MoveAside(e.file); rerr != nil {
+			err = fmt.Errorf("%w (and it could not be moved aside: %w)", err, rerr)
+		} else {
+			err = fmt.Errorf("%w (moved to %s)", err, to)
+		}
 		e.log.Error("starting with no CNI-enrolled pods: their listeners return when the pods are recreated", "file", e.file, "error", err)
 		return
 	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, p := range f.Pods {
-		if p.UID != "" {
-			e.byUID[p.UID] = p
+		if p.UID == "" {
+			continue
 		}
+		if err := enroll.CheckNetns(p.Netns); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) { // else the sandbox went while the agent was down
+				e.log.Error("dropping a CNI-enrolled pod whose netns is not a pod's", "file", e.file, "pod", p.String(), "error", err)
+			}
+			continue
+		}
+		e.byUID[p.UID] = p
 	}
-	e.mu.Unlock()
 }
 
 // save writes the enrolled pods atomically (temp file, rename); a failure is logged and the
@@ -64,32 +83,11 @@ func (e *enrollment) save() {
 	}
 	e.mu.Unlock()
 	slices.SortFunc(f.Pods, func(a, b enroll.Pod) int { return strings.Compare(a.UID, b.UID) })
-	if err := writeAtomic(e.file, f); err != nil {
+	b, err := json.Marshal(f)
+	if err == nil {
+		err = statefile.WriteAtomic(e.file, append(b, '\n'))
+	}
+	if err != nil {
 		e.log.Error("could not save the CNI-enrolled pods", "file", e.file, "error", err)
 	}
-}
-
-func writeAtomic(path string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		_ = os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
@@ -376,6 +377,40 @@ func TestDemandFile(t *testing.T) {
 	}
 	if _, err := loadDemandFile(file); err == nil || !strings.Contains(err.Error(), "version 2") {
 		t.Fatalf("version 2 accepted: %v", err)
+	}
+}
+
+// TestDemandFileThatIsNoFile: a demand file replaced by a FIFO, a symlink to /dev/zero or an
+// oversized file is refused at once and moved aside; it never hangs the agent's start or fills
+// its memory.
+func TestDemandFileThatIsNoFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.json")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zero := filepath.Join(dir, "zero.json")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.json")
+	if err := os.WriteFile(big, make([]byte, maxDemandFile+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, zero, big} {
+		done := make(chan error, 1)
+		go func() { _, err := loadDemandFile(path); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("%s: loaded, want an error", path)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: loadDemandFile still reading after 10 s", path)
+		}
+		if _, err := os.Lstat(path + ".corrupt"); err != nil {
+			t.Errorf("%s: not kept aside: %v", path, err)
+		}
 	}
 }
 
