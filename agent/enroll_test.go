@@ -96,6 +96,14 @@ func TestEnrollmentThroughTheCNISocket(t *testing.T) {
 		Should(gomega.Equal([]string{"mesh/old"}), "a running enrolled pod the plugin never saw is reported")
 	g.Expect(gaugeOf(t, addr, contract.MetricEnrolledUncaptured)).To(gomega.Equal(1.0))
 
+	// A netns path naming the node's own namespace (the agent's) is refused before anything is
+	// recorded: the proxy would bind a transparent capture port on the node.
+	if e, err := cni.Add(ctx, enroll.Pod{Namespace: "mesh", Name: "web", UID: string(web.UID), ContainerID: "c1", Netns: "/proc/self/ns/net"}, nil); err == nil ||
+		!strings.Contains(err.Error(), "own network namespace") {
+		t.Fatalf("add with the node's netns: enrolled=%v err=%v, want refused", e, err)
+	}
+	g.Expect(status(t, addr).Enrollment.Enrolled).To(gomega.BeEmpty(), "a refused add was recorded")
+
 	ns := netnstest.New(t)
 	pod := enroll.Pod{Namespace: "mesh", Name: "web", UID: string(web.UID), ContainerID: "c1", Netns: ns.Path(), IP: "10.244.0.5"}
 	type result struct {
@@ -128,8 +136,8 @@ func TestEnrollmentThroughTheCNISocket(t *testing.T) {
 		t.Errorf("check: enrolled=%v err=%v", e, err)
 	}
 	g.Expect(status(t, addr).Enrollment.Enrolled).To(gomega.Equal([]string{"mesh/web"}))
-	g.Expect(addsObserved(t, addr)).To(gomega.Equal(map[string]uint64{"false/ok": 3, "true/ok": 1}),
-		"the agent's ADD durations: three not enrolled, one enrolled")
+	g.Expect(addsObserved(t, addr)).To(gomega.Equal(map[string]uint64{"false/ok": 3, "true/error": 1, "true/ok": 1}),
+		"the agent's ADD durations: three not enrolled, one refused, one enrolled")
 
 	// A restarted agent binds the listener of a pod the plugin added before.
 	stop()

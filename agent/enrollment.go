@@ -162,9 +162,13 @@ func (e *enrollment) Decide(ctx context.Context, p enroll.Pod) (enroll.Decision,
 	return e.decide(pod), nil
 }
 
-// Add implements enroll.Handler: record the pod, have the syncer publish its listener, wait
-// until the proxy bound it in the pod's netns.
+// Add implements enroll.Handler: check that the netns path names a pod's network namespace
+// (not the node's), record the pod, have the syncer publish its listener, wait until the proxy
+// bound it in the pod's netns.
 func (e *enrollment) Add(ctx context.Context, p enroll.Pod) error {
+	if err := enroll.CheckNetns(p.Netns); err != nil {
+		return fmt.Errorf("pod %s: %w", p, err)
+	}
 	if p.UID == "" {
 		pod, err := e.lookup(ctx, p)
 		if err != nil {

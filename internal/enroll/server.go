@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -36,6 +37,25 @@ type Observer interface {
 // DefaultTimeout bounds an add's wait for the listener when the request names none.
 const DefaultTimeout = 60 * time.Second
 
+// Bounds on what one peer of the socket can hold of the agent.
+const (
+	// MaxTimeout caps the wait a request asks for.
+	MaxTimeout = 2 * time.Minute
+	// MaxRequestBytes caps one request: a pod's names, UID, container ID and netns path take a
+	// few hundred bytes.
+	MaxRequestBytes = 16 << 10
+	// MaxConns caps the connections served at once; more wait in the socket's backlog. The
+	// kubelet starts a node's sandboxes a few at a time.
+	MaxConns = 64
+	// requestReadTimeout bounds the wait for the request once connected.
+	requestReadTimeout = 10 * time.Second
+)
+
+// acceptBackoff is the wait after a failed accept, doubled per failure in a row up to its
+// cap, as net/http's Server does: a transient failure (EMFILE, ENFILE, ECONNABORTED) must not
+// end the server, and a persistent one must not spin.
+var acceptBackoff = struct{ first, max time.Duration }{5 * time.Millisecond, time.Second}
+
 // Listen opens the socket at path (mode 0600, its directory created), replacing a stale one
 // a previous agent left.
 func Listen(path string) (net.Listener, error) {
@@ -56,7 +76,9 @@ func Listen(path string) (net.Listener, error) {
 	return ln, nil
 }
 
-// Serve answers connections on ln with h until ctx ends or ln fails; it closes ln.
+// Serve answers connections on ln with h until ctx ends or ln is closed; it closes ln. A
+// failed accept is retried after a backoff, logged at most once a backoff cycle; at most
+// MaxConns connections are served at once.
 func Serve(ctx context.Context, ln net.Listener, h Handler, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -65,17 +87,41 @@ func Serve(ctx context.Context, ln net.Listener, h Handler, log *slog.Logger) er
 	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	slots := make(chan struct{}, MaxConns)
+	var delay time.Duration
 	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
 		conn, err := ln.Accept()
 		if err != nil {
-			if ctx.Err() != nil {
+			<-slots
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case errors.Is(err, net.ErrClosed):
+				return fmt.Errorf("enroll: accept: %w", err)
+			}
+			if delay == 0 {
+				delay = acceptBackoff.first
+				log.Warn("enroll: accept failed; retrying", "error", err)
+			} else {
+				delay = min(2*delay, acceptBackoff.max)
+			}
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
 				return nil
 			}
-			return fmt.Errorf("enroll: accept: %w", err)
+			continue
 		}
+		delay = 0
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { <-slots }()
 			defer conn.Close()
 			serveConn(ctx, conn, h, log)
 		}()
@@ -94,9 +140,9 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler, log *slog.Logger) 
 		}
 		return true
 	}
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = conn.SetReadDeadline(time.Now().Add(requestReadTimeout))
 	var req Request
-	r := bufio.NewReader(conn)
+	r := bufio.NewReader(io.LimitReader(conn, MaxRequestBytes))
 	if err := json.NewDecoder(r).Decode(&req); err != nil {
 		reply(Reply{Error: fmt.Sprintf("malformed request: %v", err)})
 		return
@@ -121,7 +167,7 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler, log *slog.Logger) 
 	}
 	timeout := DefaultTimeout
 	if req.TimeoutMillis > 0 {
-		timeout = time.Duration(req.TimeoutMillis) * time.Millisecond
+		timeout = time.Duration(min(req.TimeoutMillis, MaxTimeout.Milliseconds())) * time.Millisecond
 	}
 	switch req.Op {
 	case OpDel:
