@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/aether-mesh/svclb/agent"
+	"github.com/aether-mesh/svclb/internal/capture"
 	"github.com/aether-mesh/svclb/internal/testing/adstest"
 	"github.com/aether-mesh/svclb/internal/testing/netnstest"
 	"github.com/aether-mesh/svclb/internal/testing/testenv"
@@ -132,11 +133,10 @@ func TestAgentRestart(t *testing.T) {
 	kube := kubernetes.NewForConfigOrDie(rc)
 	netnsDir := t.TempDir()
 
-	// As root: a pod netns joined to the host by a veth, the Service's VIP on its loopback, and
-	// the backend on the host end; a connection to VIP:port from the pod lands on the capture
-	// listener (bound in the pod netns on that port) with its destination intact, as TPROXY
-	// would deliver it, without needing the capture ruleset.
-	const port = contract.CapturePort // the listener is bound on it
+	// As root: a pod netns joined to the host by a veth, with the capture installed, and the
+	// backend on the host end; a connection to VIP:port from the pod is diverted to the capture
+	// listener by TPROXY with its destination intact.
+	const port = 80
 	var pod *podNet
 	backend, targetPort := "10.244.9.9", 8080 // not reachable: config checks only
 	if os.Geteuid() == 0 || !prereq.Unit() {
@@ -153,7 +153,6 @@ func TestAgentRestart(t *testing.T) {
 	name := "svc:" + svc.Spec.ClusterIP + ":" + strconv.Itoa(port)
 	setSlice(ctx, t, kube, "web", int32(targetPort), ready(backend))
 	if pod != nil {
-		pod.addVIP(t, svc.Spec.ClusterIP)
 		createPod(ctx, t, kube, "client", pod.podIP)
 	}
 
@@ -252,7 +251,8 @@ func createPod(ctx context.Context, t *testing.T, kube kubernetes.Interface, nam
 	}
 }
 
-// podNet is a pod-like network namespace joined to the host by a veth pair.
+// podNet is a pod-like network namespace joined to the host by a veth pair, its TCP captured
+// (internal/capture) as a meshed pod's is.
 type podNet struct {
 	ns            *netnstest.NS
 	hostIP, podIP string
@@ -277,11 +277,13 @@ func newPodNet(t *testing.T) *podNet {
 	run(t, "ip", "link", "set", p.hostIf, "up")
 	run(t, "ip", "-n", ns.Name(), "addr", "add", p.podIP+"/30", "dev", "eth0")
 	run(t, "ip", "-n", ns.Name(), "link", "set", "eth0", "up")
+	run(t, "ip", "-n", ns.Name(), "route", "add", "default", "via", p.hostIP)
+	cfg := capture.DefaultConfig()
+	cfg.NetNSPath = ns.Path()
+	if err := capture.Install(cfg); err != nil {
+		t.Fatal(err)
+	}
 	return p
-}
-
-func (p *podNet) addVIP(t *testing.T, vip string) {
-	run(t, "ip", "-n", p.ns.Name(), "addr", "add", vip+"/32", "dev", "lo")
 }
 
 // expectBackend connects from the pod to vip:port and wants the backend's greeting.
