@@ -4,10 +4,12 @@ package agent
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -18,6 +20,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/aether-mesh/svclb/agent/internal/netnsfind"
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
 	"github.com/aether-mesh/svclb/internal/translate"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -138,6 +141,7 @@ func (b *batch) listeners(node translate.Node, p1, p2, onDemand bool) ([]Listene
 	want := map[string]*listenerv3.Listener{}
 	var st []ListenerStatus
 	unresolved := 0
+	defer b.s.netns.Snapshot()() // one read of the namespaces for all the pods
 	for _, o := range b.s.pods.List() {
 		pod, ok := o.(*corev1.Pod)
 		if !ok || !captured(pod, node.Name) {
@@ -149,8 +153,10 @@ func (b *batch) listeners(node translate.Node, p1, p2, onDemand bool) ([]Listene
 		}
 		path, err := b.s.netns.Find(ip)
 		if err != nil {
+			// Retried like a netns not there yet: the second holder may drop the address
+			// without any Kubernetes event.
 			unresolved++
-			b.s.log.Debug("captured pod's network namespace not found yet", "pod", pod.Namespace+"/"+pod.Name, "ip", ip, "error", err)
+			b.s.unresolved(pod, ip, err)
 			continue
 		}
 		l := translate.CaptureListener(translate.CapturedPod{Namespace: pod.Namespace, Name: pod.Name, NetnsPath: path}, opts)
@@ -178,7 +184,40 @@ func (b *batch) listeners(node translate.Node, p1, p2, onDemand bool) ([]Listene
 		}
 	}
 	slices.SortFunc(st, func(a, c ListenerStatus) int { return cmp.Compare(a.Name, c.Name) })
+	now := b.s.clock.Now()
+	for k, t := range b.s.ambiguousSaid {
+		if now.Sub(t) >= ambiguousWarnEvery {
+			delete(b.s.ambiguousSaid, k)
+		}
+	}
 	return st, unresolved
+}
+
+// ambiguousWarnEvery spaces the warnings about one pod whose IP another namespace also holds:
+// the holder of the copy can add and drop it at will, and each ambiguous rebuild is retried.
+const ambiguousWarnEvery = 10 * time.Minute
+
+// unresolved logs why a captured pod has no listener: a netns not there yet at debug level (the
+// CNI may still be running); a second namespace holding its IP as a warning naming both files,
+// at most once per pod per ambiguousWarnEvery (debug in between).
+func (s *syncer) unresolved(pod *corev1.Pod, ip netip.Addr, err error) {
+	key := k8stypes.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+	var amb *netnsfind.AmbiguousError
+	if !errors.As(err, &amb) {
+		s.log.Debug("captured pod's network namespace not found yet", "pod", key.String(), "ip", ip, "error", err)
+		return
+	}
+	now := s.clock.Now()
+	if t, ok := s.ambiguousSaid[key]; ok && now.Sub(t) < ambiguousWarnEvery {
+		s.log.Debug("captured pod's IP is held by more than one network namespace", "pod", key.String(), "ip", ip, "netns", amb.Paths)
+		return
+	}
+	if s.ambiguousSaid == nil {
+		s.ambiguousSaid = map[k8stypes.NamespacedName]time.Time{}
+	}
+	s.ambiguousSaid[key] = now
+	s.log.Warn("captured pod's IP is held by more than one network namespace; not binding its listener by IP until one remains",
+		"pod", key.String(), "ip", ip, "netns", amb.Paths)
 }
 
 func captured(pod *corev1.Pod, node string) bool {

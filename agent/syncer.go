@@ -35,9 +35,11 @@ type publisher interface {
 	Apply(xdsserver.Update) error
 }
 
-// netnsFinder resolves a pod IP to its network namespace file.
+// netnsFinder resolves a pod IP to its network namespace file; *netnsfind.Scanner satisfies
+// it. Inside Snapshot every Find answers from one read of the namespaces.
 type netnsFinder interface {
 	Find(netip.Addr) (string, error)
+	Snapshot() (release func())
 }
 
 // serviceIndex is the part of *svcindex.Index the syncer needs: the range for the listeners,
@@ -84,6 +86,8 @@ type syncer struct {
 	version   uint64
 	demand    *demand
 	rangeSaid rangeState // what was last logged about the Service range
+	// When each pod whose IP more than one namespace holds was last warned about (batch.go).
+	ambiguousSaid map[k8stypes.NamespacedName]time.Time
 
 	status atomic.Pointer[Status]
 }

@@ -7,6 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -23,10 +26,14 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/aether-mesh/svclb/agent/internal/netnsfind"
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
 	"github.com/aether-mesh/svclb/internal/testing/adstest"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/testenv/prereq"
 	"github.com/aether-mesh/svclb/internal/translate"
 	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
@@ -50,6 +57,8 @@ func (f fakeNetns) Find(ip netip.Addr) (string, error) {
 	}
 	return "", errors.New("not found")
 }
+
+func (f fakeNetns) Snapshot() func() { return func() {} }
 
 // fakeIndex answers like pkg/svcindex from the fixture's Service store; Version moves only
 // when a test says the index changed (bump), as the real one does on every Service event.
@@ -274,6 +283,87 @@ func TestListenersAndPhases(t *testing.T) {
 	f.sync(t)
 	if !slices.Equal(f.pub.last().DeleteListeners, []string{"capture~ns~client"}) {
 		t.Fatalf("pod gone: %+v", f.pub.last())
+	}
+}
+
+// TestListenersAmbiguousNetns: a captured pod whose IP a second namespace also holds (a pod
+// adding its neighbour's address to take its capture listener) has no listener while that
+// lasts, and the warning naming both files is not repeated on every rebuild or toggle.
+func TestListenersAmbiguousNetns(t *testing.T) {
+	prereq.Command(t, "ip")
+	dir := t.TempDir()
+	victim, thief := netnstest.New(t), netnstest.New(t)
+	// The thief's link sorts first: a first-match search would take it.
+	thiefPath, victimPath := filepath.Join(dir, "a-thief"), filepath.Join(dir, "b-victim")
+	for path, ns := range map[string]*netnstest.NS{thiefPath: thief, victimPath: victim} {
+		if err := os.Symlink(ns.Path(), path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := func(ns *netnstest.NS, op string) {
+		t.Helper()
+		if out, err := exec.Command("ip", "-n", ns.Name(), "addr", op, "10.244.1.20/32", "dev", "lo").CombinedOutput(); err != nil {
+			t.Fatalf("ip addr %s: %v: %s", op, err, out)
+		}
+	}
+	f := newFixture(t)
+	var logs strings.Builder
+	f.s.log = slog.New(slog.NewTextHandler(&logs, nil))
+	clk := testingclock.NewFakeClock(time.Now())
+	f.s.clock = clk
+	f.s.netns = &netnsfind.Scanner{Dir: dir}
+	_ = f.pods.Add(podObj("victim", "node-a", "10.244.1.20", true))
+	const name = "capture~ns~victim"
+	rebuild := func() {
+		t.Helper()
+		f.s.listenersChanged()
+		f.sync(t)
+	}
+	warnings := func() int { return strings.Count(logs.String(), "level=WARN") }
+	bound := func(want string) {
+		t.Helper()
+		l := f.s.set.Listeners[name]
+		got := l.GetAddress().GetSocketAddress().GetNetworkNamespaceFilepath()
+		if want == "" && l != nil || want != "" && got != want {
+			t.Fatalf("listener %s in %q (present %v), want %q\n%s", name, got, l != nil, want, logs.String())
+		}
+	}
+
+	addr(victim, "add")
+	f.sync(t)
+	bound(victimPath)
+
+	addr(thief, "add")
+	rebuild()
+	bound("")
+	if u := f.pub.last(); !slices.Contains(u.DeleteListeners, name) {
+		t.Fatalf("the bound listener is not withdrawn: %+v", u)
+	}
+	if warnings() != 1 || !strings.Contains(logs.String(), "pod=ns/victim") ||
+		!strings.Contains(logs.String(), thiefPath) || !strings.Contains(logs.String(), victimPath) {
+		t.Fatalf("want one warning naming the pod and both files:\n%s", logs.String())
+	}
+	if f.s.retry == nil {
+		t.Error("an ambiguous pod schedules a retry (the copy may go without a Kubernetes event)")
+	}
+	rebuild() // the retry
+	rebuild()
+	bound("")
+	// The thief drops the copy and adds it again: the listener comes back, goes again, and the
+	// toggle is not a second warning within the window.
+	addr(thief, "del")
+	rebuild()
+	bound(victimPath)
+	addr(thief, "add")
+	rebuild()
+	bound("")
+	if n := warnings(); n != 1 {
+		t.Fatalf("%d warnings within the window, want 1:\n%s", n, logs.String())
+	}
+	clk.Step(ambiguousWarnEvery)
+	rebuild()
+	if n := warnings(); n != 2 {
+		t.Fatalf("%d warnings after the window, want 2:\n%s", n, logs.String())
 	}
 }
 
