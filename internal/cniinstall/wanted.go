@@ -10,17 +10,21 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
 // InstallerWanted tells, when the installer is stopped, whether the plugin is still wanted on
 // the node: a rolling update, a drain or an eviction stops the installer too, and removing
 // the plugin then would let enrolled pods start uncaptured while the node pod is away. Only
-// when the DaemonSet is gone, being deleted, or no longer runs the installer container is it
-// an uninstall.
+// when the DaemonSet is gone, being deleted, or no longer runs the installer container, or
+// the apiserver refuses or no longer authorizes our ServiceAccount, is it an uninstall.
 type InstallerWanted struct {
 	APIServer string // https://host:port
 	Token     string
+	// TokenFile, when set, is read at each call instead of Token: the kubelet rotates a
+	// projected token, and a stale copy's 401 would read as an uninstall.
+	TokenFile string
 	CAPool    *x509.CertPool
 	Namespace string
 	DaemonSet string
@@ -34,8 +38,8 @@ func InClusterWanted(namespace, daemonSet, container string) (*InstallerWanted, 
 		return nil, fmt.Errorf("cniinstall: not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset)")
 	}
 	const dir = "/var/run/secrets/kubernetes.io/serviceaccount"
-	token, err := os.ReadFile(filepath.Join(dir, "token"))
-	if err != nil {
+	token := filepath.Join(dir, "token")
+	if _, err := os.ReadFile(token); err != nil {
 		return nil, fmt.Errorf("cniinstall: %w", err)
 	}
 	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
@@ -46,7 +50,7 @@ func InClusterWanted(namespace, daemonSet, container string) (*InstallerWanted, 
 	if !pool.AppendCertsFromPEM(ca) {
 		return nil, fmt.Errorf("cniinstall: no certificate in %s/ca.crt", dir)
 	}
-	return &InstallerWanted{APIServer: "https://" + net.JoinHostPort(host, port), Token: string(token), CAPool: pool,
+	return &InstallerWanted{APIServer: "https://" + net.JoinHostPort(host, port), TokenFile: token, CAPool: pool,
 		Namespace: namespace, DaemonSet: daemonSet, Container: container}, nil
 }
 
@@ -76,7 +80,15 @@ func (w *InstallerWanted) Wanted(ctx context.Context) (bool, error) {
 	if err != nil {
 		return true, err
 	}
-	req.Header.Set("Authorization", "Bearer "+w.Token)
+	token := w.Token
+	if w.TokenFile != "" {
+		b, err := os.ReadFile(w.TokenFile)
+		if err != nil {
+			return true, fmt.Errorf("cniinstall: service account token: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Accept", "application/json")
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: w.CAPool, MinVersion: tls.VersionTLS12}}}
 	resp, err := c.Do(req)
@@ -84,12 +96,22 @@ func (w *InstallerWanted) Wanted(ctx context.Context) (bool, error) {
 		return true, fmt.Errorf("cniinstall: get DaemonSet %s/%s: %w", w.Namespace, w.DaemonSet, err)
 	}
 	defer resp.Body.Close()
+	// Only an answer about the DaemonSet or our credentials removes the plugin; anything that
+	// may just be the control plane unavailable (5xx, 429 throttling, a timeout, a refused
+	// connection) keeps it, or a blip during a rolling update would open the uncaptured window.
+	// Unexpected codes keep it too (410 on a GET is not "deleted"; other 4xx say nothing of it).
 	switch resp.StatusCode {
 	case http.StatusNotFound:
 		return false, nil
 	case http.StatusForbidden:
 		// The permission to read the DaemonSet comes with the CNI option (its Role rule): a
 		// DaemonSet re-rendered without CNI withdraws it before this pod stops.
+		return false, nil
+	case http.StatusUnauthorized:
+		// The token is read afresh and a pod-bound token outlives its pod's graceful stop by a
+		// minute, so a refusal means the ServiceAccount is gone: the install is being torn
+		// down, and keeping would leave every node a plugin that refuses new pods. (A
+		// force-deleted pod's token is refused too; the DaemonSet's next pod reinstalls.)
 		return false, nil
 	case http.StatusOK:
 	default:
