@@ -16,7 +16,7 @@ import (
 )
 
 // createBase is how many Services exist before BenchmarkCreateOneByOne adds more: the perf
-// suite's larger size (e2e/perf/, issue 17).
+// suite's larger size (e2e/perf/), the size its CPU and RSS goals are stated at (docs/perf.md).
 const createBase = 5000
 
 // BenchmarkCreateOneByOne is what the agent does while Services are created one after the

@@ -3,10 +3,10 @@
 // bounded apart from the proxy's own subscriptions: Envoy asks for an on-demand name over ADS
 // once and keeps it subscribed (source/common/upstream/od_cds_api_impl.cc,
 // XdstpOdcdsSubscriptionsManager::addSubscription skips a name already subscribed), so a name
-// the agent forgot would never be admitted on that stream. A soak found it: the range scan
-// filled a set bounded at 1024, oldest evicted, and a Service later created at a scanned address
-// was never delivered to that node (every connection to it timed out). The proxy holds the same
-// names, and go-control-plane's stream state holds them too.
+// the agent forgot would never be admitted on that stream. A set bounded at 1024, oldest
+// evicted, would lose names to a range scan (the soak's scan fault), and a Service later created
+// at a scanned address would never be delivered to that node (every connection to it would time
+// out). The proxy holds the same names, and go-control-plane's stream state holds them too.
 
 package agent
 

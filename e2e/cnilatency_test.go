@@ -20,7 +20,7 @@ import (
 )
 
 // cniLatencyPods is how many pods of each kind (enrolled, not) the figure starts,
-// cniLatencyBatch of each kind at a time: all at once, the shared machine's load decides the
+// cniLatencyBatch of each kind at a time: all at once, the host's load would decide the
 // sandbox times (seconds), not the plugin.
 const (
 	cniLatencyPods  = 50

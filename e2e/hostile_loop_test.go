@@ -35,9 +35,9 @@ type hostileLoopWorkload struct {
 	echo             string // echo pod IP:port, outside the Service range
 }
 
-// hostile-loop: one dial of a meshed pod's capture port from another host used to loop
-// through the node proxy's passthrough until the proxy ran out of file descriptors, cutting
-// every meshed pod on that node off from every Service. The capture resets such a dial in
+// hostile-loop: one dial of a meshed pod's capture port from another host, if accepted, would
+// loop through the node proxy's passthrough until the proxy ran out of file descriptors,
+// cutting every meshed pod on that node off from every Service. The capture resets such a dial in
 // the meshed pod's netns and the listener binds loopback only, whatever the Phase flags.
 var _ = defineLeg(leg[*hostileLoopWorkload]{
 	name:    "hostile-loop",

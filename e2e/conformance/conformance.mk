@@ -35,7 +35,7 @@ PEER_CUT        ?=
 PEER_SHARDS     ?=
 # Bound of one phase's e2e.test run (empty: the runner's 8m).
 PEER_PHASE_TIMEOUT ?=
-# The two cores are shared: Kubernetes-sized builds run niced.
+# Kubernetes-sized builds run niced, leaving the CPU to whatever else runs on a small host.
 PEER_NICE       ?= nice -n 10
 PEER_GO         := CGO_ENABLED=0 $(PEER_NICE) $(GO)
 

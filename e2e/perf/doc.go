@@ -1,5 +1,5 @@
 // Package perf is the agent side by side with kube-proxy on the kind cluster
-// (issue 17), every figure measured on both paths in the same run:
+// (the goals are in docs/perf.md), every figure measured on both paths in the same run:
 //
 //   - endpoint change → traffic moves (TestEndpointChange): two echo
 //     backends behind a guarded Service (kube-proxy's objects cut) dialled by a
@@ -8,7 +8,7 @@
 //     node, through kube-proxy. One backend's readiness is flipped through a
 //     readiness gate; each change is timed from two clocks: when the test's
 //     EndpointSlice watch delivers the change of that path's Service (the
-//     issue's; it can come after the agent acted), and just before the gate's
+//     goals' clock; it can come after the agent acted), and just before the gate's
 //     API write (it precedes both paths). Each stops at the first reply from
 //     the backend that became ready, or the last reply from the one that went
 //     away. Both clients start an attempt every 10 ms

@@ -1,4 +1,4 @@
-# e2e/perf/perf.mk: the agent side by side with kube-proxy on the kind cluster (issue 17; e2e/perf/doc.go).
+# e2e/perf/perf.mk: the agent side by side with kube-proxy on the kind cluster (docs/perf.md; e2e/perf/doc.go).
 #   make perf                                     every measurement (base, new Service, each size)
 #   make perf PERF_RUN=TestEndpointChange         one (a go test -run regexp)
 #   make perf PERF_RUN=TestScale PERF_SIZES=1000
@@ -12,7 +12,7 @@ PERF_SIZES        ?= 1000
 PERF_CHANGES      ?= 30
 PERF_SCALE_CHANGES ?= 30
 PERF_TRIALS       ?= 20
-# Creating a size's objects may take this long (the cluster's lock is held 12 min at most).
+# Creating a size's objects may take this long, so that a run ends within about 12 min.
 PERF_CREATE_WITHIN ?= 6m
 # 0: skip restarting kube-proxy and the node pod at each size.
 PERF_RESTARTS     ?= 1

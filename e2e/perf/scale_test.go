@@ -36,9 +36,9 @@ const (
 	programAfterCreate = 3 * time.Minute
 )
 
-// createWithin bounds creating a size's objects (SVCLB_PERF_CREATE_WITHIN): the cluster is
-// shared and locked for at most 12 minutes a run, creating and deleting included. A size that
-// takes longer does not fit this machine; the run says how far it got.
+// createWithin bounds creating a size's objects (SVCLB_PERF_CREATE_WITHIN), so that a run,
+// creating and deleting included, ends within about 12 minutes. A size whose objects take
+// longer to create does not fit the cluster's host; the run says how far it got.
 var createWithin = func() time.Duration {
 	d, err := time.ParseDuration(os.Getenv("SVCLB_PERF_CREATE_WITHIN"))
 	if err != nil || d <= 0 {
@@ -48,7 +48,7 @@ var createWithin = func() time.Duration {
 }()
 
 // programWithin bounds creating and programming one size, so that a size that does not fit
-// stops inside the lock's budget and says where.
+// stops within that time and says where.
 var programWithin = createWithin + programAfterCreate
 
 // TestScale: every size of SVCLB_PERF_SIZES in turn, each cleaned up before

@@ -221,8 +221,8 @@ func cleanup(ctx context.Context, c *envconf.Config) (context.Context, error) {
 	return ctx, nil
 }
 
-// deleteNamespace deletes ns and waits until it is gone: the next user of
-// the shared cluster starts without it.
+// deleteNamespace deletes ns and waits until it is gone: the next run on
+// the cluster starts without it.
 func deleteNamespace(ctx context.Context, c *cluster.Cluster, ns string) error {
 	t0 := time.Now()
 	nss := c.CS.CoreV1().Namespaces()

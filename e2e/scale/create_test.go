@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestCreateCPU is the other half of issue 17's CPU figure: kube-proxy, the agent and the node
+// TestCreateCPU is the other half of the CPU goal (docs/perf.md): kube-proxy, the agent and the node
 // proxy it feeds run first, on an empty cluster, and then the Services are created (8 at a time,
 // as fast as the apiserver takes them), the way a cluster fills while they run; TestRSS starts
 // them once every object exists. Each is waited for until it has programmed everything; the CPU

@@ -23,7 +23,7 @@ import (
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
-// TestRSS is the issue-5 figure: kube-proxy (nftables) vs the agent (and the built-in node proxy
+// TestRSS is the RSS goal's figure: kube-proxy (nftables) vs the agent (and the built-in node proxy
 // it feeds) at the same scale, each started once every object exists (a node joining a big
 // cluster), each waited for until it has programmed everything. One run, printed as a table.
 func TestRSS(t *testing.T) {

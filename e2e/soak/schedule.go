@@ -30,8 +30,8 @@ import (
 )
 
 // pollCost is about what one read of a pod netns' sockets through the
-// node container takes on this machine: the resolution of the listener
-// watch.
+// node container takes on a loaded 2-core host: the resolution of the
+// listener watch.
 const pollCost = 100 * time.Millisecond
 
 // schedule runs the selected faults one after the other, a gap apart, in

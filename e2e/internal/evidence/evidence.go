@@ -352,7 +352,7 @@ var LegOrder = []string{
 	// agent's Service range), on-demand restarts a node pod.
 	"range-grows",
 	"on-demand", // not in the design's first legs: the on-demand CDS mode (docs/architecture.md)
-	"enroll",    // issue 14: enrollment by namespace through svclb-cni (docs/enrollment.md)
+	"enroll",    // enrollment of a whole namespace through svclb-cni (docs/enrollment.md)
 }
 
 func legRank(name string) int {

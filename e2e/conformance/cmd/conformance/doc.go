@@ -13,5 +13,5 @@
 // red and green share one set-up (package enroll); the cluster is restored
 // after the last phase. The report (report.md, peer.json) is rebuilt from
 // every phase found in the artifacts directory, so phases run by separate
-// invocations (one per locked run) land in one table.
+// invocations (one phase each) land in one table.
 package main

@@ -25,7 +25,7 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// TestReadHere runs the script on this machine against this test's own
+// TestReadHere runs the script on the host that runs the test, against its own
 // process, through a local Exec: the script's pgrep, cgroup and /proc reads
 // work as they would in a node container.
 func TestReadHere(t *testing.T) {

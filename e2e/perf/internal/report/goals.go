@@ -7,7 +7,7 @@ import (
 	"github.com/aether-mesh/svclb/e2e/perf/internal/result"
 )
 
-// goalSize is the size issue 17's CPU and RSS goals are stated at.
+// goalSize is the size the CPU and RSS goals (docs/perf.md) are stated at.
 const goalSize = 5000
 
 // measure is one measured ratio a goal is judged on.
@@ -49,7 +49,7 @@ func goals(r *result.Results) []Goal {
 		out = append(out, g)
 	}
 	// changes are the endpoint-change ratios at quantile q from the slice
-	// event (the issue's clock, judged), and from the gate flip (a bound that
+	// event (the goals' clock, judged), and from the gate flip (a bound that
 	// precedes both paths, shown).
 	changes := func(q int) ([]measure, string) {
 		if ec == nil {

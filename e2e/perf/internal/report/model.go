@@ -14,7 +14,7 @@ type Model struct {
 	Sections []Section
 }
 
-// Goal is one of issue 17's goals, as agent/kube-proxy in the same run.
+// Goal is one of the perf goals (docs/perf.md), as agent/kube-proxy in the same run.
 type Goal struct {
 	Name, Target, Measured, Verdict string
 	Met                             bool

@@ -91,7 +91,7 @@ type Header struct {
 	Started  time.Time     `json:"started"`
 	Duration time.Duration `json:"duration"`
 	// LoadBefore and LoadAfter are the machine's load averages around the
-	// measurement (the machine is shared: every figure carries them).
+	// measurement (the machine may be shared: every figure carries them).
 	LoadBefore Load     `json:"loadBefore"`
 	LoadAfter  Load     `json:"loadAfter"`
 	Proxy      string   `json:"proxy"` // the node proxy: builtin or envoy
