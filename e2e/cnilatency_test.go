@@ -33,7 +33,7 @@ var sandboxLine = regexp.MustCompile(`time="([^"]+)".*RunPodSandbox for &PodSand
 
 // cniLatencyChance is what in the figure varies by chance.
 var cniLatencyChance = fmt.Sprintf("nothing is judged on the times (the figure fails only when a pod does not start, within 2 min a batch); "+
-	"they vary with the shared machine's load, which both kinds meet alike (same batches, same workers); "+
+	"they vary with the machine's load, which both kinds meet alike (same batches, same workers); "+
 	"p99 of %d samples is the second-slowest sandbox, so one stalled sandbox moves it; the added p50 is the difference of two medians of %d each",
 	cniLatencyPods, cniLatencyPods)
 

@@ -143,7 +143,7 @@ func measureScale(ctx context.Context, res *result.Scale) error {
 			select {
 			case err := <-created:
 				if err != nil {
-					return false, fmt.Errorf("creating (at most %s: the lock's budget): %w", createWithin, err)
+					return false, fmt.Errorf("creating (at most %s: the run's bound): %w", createWithin, err)
 				}
 				doneCreating = true
 				res.Created = time.Since(start)
@@ -197,7 +197,7 @@ func measureScale(ctx context.Context, res *result.Scale) error {
 		return err
 	}
 	if os.Getenv("SVCLB_PERF_RESTARTS") == "0" {
-		res.Notes = append(res.Notes, "restarts not measured at this size (SVCLB_PERF_RESTARTS=0: the lock's budget)")
+		res.Notes = append(res.Notes, "restarts not measured at this size (SVCLB_PERF_RESTARTS=0)")
 		return nil
 	}
 	return restarts(ctx, res, base)

@@ -105,7 +105,7 @@ func changeSection(title string, ec *result.EndpointChange) Section {
 		Title: title,
 		Intro: fmt.Sprintf("A backend's readiness gate flipped %d times each way while both clients start an attempt every %s (resolution). "+
 			"Ready: to the first reply from the backend; gone: to the last reply from it. "+
-			"Clock of the first table (the issue's): the test's EndpointSlice watch event of each path's own Service; it can reach the test after the agent "+
+			"Clock of the first table (the goals'): the test's EndpointSlice watch event of each path's own Service; it can reach the test after the agent "+
 			"acted, so values can be below zero, and a ratio of an agent quantile at or below the resolution is a bound (≤ resolution / kube-proxy's). "+
 			"Clock of the second: just before the test's API write of the gate, which precedes both paths; both then carry the kubelet's and the "+
 			"EndpointSlice controller's part, so its ratios are higher than the paths' own. Other Services on the cluster: %d.", ec.Ready.Agent.N, ec.Interval, ec.Services),
