@@ -36,6 +36,13 @@ type listener struct {
 	seen applied // what /config_dump shows; under mu
 	ln   net.Listener
 	done chan struct{}
+	// quit is closed by shut: it ends an accept loop's backoff wait.
+	quit     chan struct{}
+	quitOnce sync.Once
+}
+
+func newListener(v *listenerVersion, seen applied, ln net.Listener) *listener {
+	return &listener{cur: v, seen: seen, ln: ln, done: make(chan struct{}), quit: make(chan struct{})}
 }
 
 // listenerVersion is one applied version of a listener, what a connection
@@ -58,8 +65,14 @@ func (l *listener) version() *listenerVersion {
 
 func (l *listener) config() *xdsconfig.Listener { return l.version().cfg }
 
-func (l *listener) stop() {
+// shut closes the socket; the accept loop ends at once.
+func (l *listener) shut() {
+	l.quitOnce.Do(func() { close(l.quit) })
 	l.ln.Close()
+}
+
+func (l *listener) stop() {
+	l.shut()
 	<-l.done
 }
 
@@ -197,7 +210,9 @@ func (p *Proxy) applyListeners(ctx context.Context, upserts []*listenerv3.Listen
 			p.mu.Unlock()
 			continue
 		}
-		l := &listener{cur: p.newVersion(cfg, raw, nil), seen: seen, ln: ln, done: make(chan struct{})}
+		l := newListener(p.newVersion(cfg, raw, nil), seen, ln)
+		// Envoy's listener stats exist, at 0, from the listener's creation.
+		p.stats.add(listenerStatPrefix(cfg)+statGlobalCxOverflow, 0)
 		p.mu.Lock()
 		p.listeners[cfg.Name] = l
 		delete(p.bindErrors, cfg.Name)

@@ -40,8 +40,16 @@ func parseFlags(args []string) (nodeproxy.Options, error) {
 	// Envoy's --drain-time-s (source/server/options_impl.cc, default 600).
 	drainTimeS := fs.Uint("drain-time-s", uint(nodeproxy.DefaultDrainTime/time.Second),
 		"seconds connections on a filter chain changed or removed by an LDS update keep running before they are closed (Envoy's --drain-time-s)")
+	// Envoy's bootstrap carries the same limit (fixtures/envoy).
+	fs.Int64Var(&o.MaxDownstreamConnections, "max-downstream-connections", contract.ProxyMaxDownstreamConnections,
+		"downstream connections of all listeners together; one over it is closed at accept (Envoy's global_downstream_max_connections); 0: no limit")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.MaxDownstreamConnections < 0 {
+		err := fmt.Errorf("-max-downstream-connections=%d: want 0 (no limit) or more", o.MaxDownstreamConnections)
+		fmt.Fprintln(fs.Output(), err) // main exits without printing
 		return o, err
 	}
 	o.DrainTime = drainTime(*drainTimeS)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/aether-mesh/svclb/nodeproxy"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 // TestDrainTimeFlag: --drain-time-s has Envoy's name and default (600 s)
@@ -27,5 +28,32 @@ func TestDrainTimeFlag(t *testing.T) {
 		if o.DrainTime != want {
 			t.Errorf("%q: DrainTime %v, want %v", args, o.DrainTime, want)
 		}
+	}
+}
+
+// TestMaxDownstreamConnectionsFlag: the limit defaults to the contract's (the
+// value Envoy's bootstrap carries); 0 is no limit, as Envoy without the
+// resource monitor; a negative value is refused.
+func TestMaxDownstreamConnectionsFlag(t *testing.T) {
+	for args, want := range map[string]int64{
+		"":                                 contract.ProxyMaxDownstreamConnections,
+		"--max-downstream-connections=7":   7,
+		"--max-downstream-connections=0":   0,
+		"-max-downstream-connections=4096": 4096,
+	} {
+		var argv []string
+		if args != "" {
+			argv = []string{args}
+		}
+		o, err := parseFlags(argv)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if o.MaxDownstreamConnections != want {
+			t.Errorf("%q: MaxDownstreamConnections %d, want %d", args, o.MaxDownstreamConnections, want)
+		}
+	}
+	if _, err := parseFlags([]string{"--max-downstream-connections=-1"}); err == nil {
+		t.Error("a negative limit was accepted")
 	}
 }
