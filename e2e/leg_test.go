@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"regexp"
-	"slices"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -64,7 +65,9 @@ type leg[W any] struct {
 
 // registered is a leg defineLeg has seen, waiting for its place in the order.
 type registered struct {
-	name   string
+	name string
+	// file is the leg's file, where defineLeg was called.
+	file   string
 	define func(priority int)
 	// early schedules the leg's prepare for the background and returns
 	// what runs it (nil: the leg is not marked early).
@@ -72,7 +75,8 @@ type registered struct {
 }
 
 var (
-	// legs are the legs in definition order; init puts them in the tree.
+	// legs are the legs: in definition order until init puts them in
+	// legOrder, and so into the tree.
 	legs []registered
 	// probe is the probe of the leg that runs (one at a time), for
 	// beforeNodeRestart.
@@ -85,7 +89,9 @@ func defineLeg[W any](l leg[W]) bool {
 	if l.timeout == 0 {
 		l.timeout = 4 * time.Minute
 	}
-	r := registered{name: l.name}
+	// The caller is the leg's file, which no field has to name.
+	_, file, _, _ := runtime.Caller(1)
+	r := registered{name: l.name, file: filepath.Base(file)}
 	var st *earlyStarter[W]
 	if l.early {
 		st = &earlyStarter[W]{}
@@ -96,33 +102,26 @@ func defineLeg[W any](l leg[W]) bool {
 	return true
 }
 
-// init puts the legs into the tree in evidence.LegOrder (legs it does not
-// list after them, by name), each with a SpecPriority that fixes its place:
-// Ginkgo shuffles top-level containers by the random seed and then orders
-// them stably by priority (internal/ordering.go OrderSpecs), so distinct
-// priorities make the order the same in every run. Legs that disturb the
-// cluster (reach-after-resync restarts a kube-proxy, on-demand a node pod)
-// cannot land inside another leg's run, and each waits until what it
-// disturbed is back before it ends. The programming figure, with no
-// priority, runs after every leg. Package variables are initialized before
-// any init function, so every defineLeg has run by now.
+// init puts the legs into the tree in legOrder (legs_test.go), each with a
+// SpecPriority that fixes its place: Ginkgo shuffles top-level containers
+// by the random seed and then orders them stably by priority
+// (internal/ordering.go OrderSpecs), so distinct priorities make the order
+// the same in every run. Legs that disturb the cluster (reach-after-resync
+// restarts a kube-proxy, on-demand a node pod) cannot land inside another
+// leg's run, and each waits until what it disturbed is back before it ends.
+// The programming figure, with no priority, runs after every leg. Package
+// variables are initialized before any init function, so every defineLeg
+// has run by now. A leg legOrder does not list, or a name it lists that no
+// file defines, panics here: the suite cannot start with either.
 func init() {
-	slices.SortStableFunc(legs, func(a, b registered) int {
-		if d := legRank(a.name) - legRank(b.name); d != 0 {
-			return d
-		}
-		return strings.Compare(a.name, b.name)
-	})
+	ordered, err := inLegOrder(legs, legOrder)
+	if err != nil {
+		panic("e2e: the legs and legOrder disagree:\n" + err.Error())
+	}
+	legs = ordered
 	for i, l := range legs {
 		l.define(len(legs) - i)
 	}
-}
-
-func legRank(name string) int {
-	if i := slices.Index(evidence.LegOrder, name); i >= 0 {
-		return i
-	}
-	return len(evidence.LegOrder)
 }
 
 // describeLeg makes a leg one Ordered container labelled "leg" and the
