@@ -102,11 +102,13 @@
 // (legs_test.go), the suite's one list of them, with distinct
 // SpecPriority, so they always run in that order. A leg legOrder does not
 // list, or a name it lists that no file defines, panics at init: the suite
-// and its unit tests fail before they start. The disruptive ones
-// (reach-after-resync restarts a kube-proxy; range-grows adds a
-// ServiceCIDR, on-demand restarts a node pod, enroll redeploys the node
-// DaemonSet: these three run last) wait until what they disturbed is back
-// before they end; the next leg's programmed wait checks the proxies anyway.
+// and its unit tests fail before they start. The run records the order
+// (order.json in the evidence) and the report lists the legs in it. The
+// disruptive ones (reach-after-resync restarts a kube-proxy; range-grows
+// adds a ServiceCIDR, on-demand restarts a node pod, enroll redeploys the
+// node DaemonSet: these three run last) wait until what they disturbed is
+// back before they end; the next leg's programmed wait checks the proxies
+// anyway.
 //
 // The legs, in run and report order. "cut" means the Service is labelled
 // svclb.dev/kube-proxy=deleted and the guard (pkg/kubeproxyguard) has

@@ -112,6 +112,11 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run()) // TestE2E skips
 	}
 	suite = &state{evidence: evidence.Dir(cfg.artifacts), legsNS: "svclb-e2e"}
+	// First, so that even a run whose setup fails lists its legs in order.
+	if err := suite.evidence.WriteOrder(legOrder); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: recording the legs' order: %v\n", err)
+		os.Exit(1)
+	}
 	testEnv = env.NewWithKubeConfig(cfg.kubeconfig)
 	testEnv.Setup(setupFuncs()...)
 	testEnv.Finish(step("finish: cleanup", cleanup))

@@ -6,6 +6,7 @@
 // The files live in one directory (the suite's _artifacts/):
 //
 //	env.json           Env: proxy, versions, nodes
+//	order.json         the legs the suite defines, in the order it runs them (WriteOrder)
 //	phases.tsv         "<phase>\t<seconds>" lines, appended by make and by the suite
 //	legs/<leg>.json    Leg: red and green runs and the verdict
 //	programming.json   Programming: network programming latency, agent vs kube-proxy

@@ -8,7 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -101,7 +101,7 @@ func (v Verdict) Failed() bool { return v != Pass }
 // Leg is one acceptance leg: its red and green runs and the verdict.
 type Leg struct {
 	Name string `json:"name"`
-	// Setup and Green restate the leg (e2e/doc.go) for the report.
+	// Setup, GreenMeans and RedExpect restate the leg for the report.
 	Setup      string        `json:"setup"`
 	GreenMeans string        `json:"greenMeans"`
 	RedExpect  string        `json:"redExpect"`
@@ -319,8 +319,11 @@ func (d Dir) AddPhase(name string, dur time.Duration) error {
 // Set is everything an evidence directory holds. Missing files leave their
 // field empty: a run that failed in setup still gets a report.
 type Set struct {
-	Env         *Env
-	Legs        []*Leg // sorted by LegOrder, then name
+	Env *Env
+	// Order is the run's order of the legs (order.json, WriteOrder); nil
+	// for evidence older than that record.
+	Order       []string
+	Legs        []*Leg // in Order, then by name (ByOrder)
 	Phases      []Phase
 	Programming *Programming
 	CNILatency  *CNILatency
@@ -335,34 +338,6 @@ const LegLabel = "leg"
 // OptInLabel marks a spec that a run without LEGS leaves out (e2e/run.sh's
 // default filter is !opt-in): the cni-latency figure, which starts 100 pods.
 const OptInLabel = "opt-in"
-
-// LegOrder is the order of the legs in docs/design.md and e2e/doc.go; the
-// suite runs them in it and the report follows it. A leg it does not list
-// comes after these, by name.
-var LegOrder = []string{
-	"reach", "reach-after-resync", "refuse-no-endpoints", "refuse-port-not-declared",
-	"refuse-no-service", "drain", "affinity", "itp-local", "topology", "passthrough",
-	// Attribution and the Service lifecycle.
-	"attribution", "phase0-split", "named-port", "outlier", "recreate", "new-service",
-	// Control legs: what svclb leaves to kube-proxy.
-	"apiserver", "dns",
-	// Hostile: what a pod can do to the node proxy (control legs too).
-	"hostile-loop",
-	// Disruptive last: range-grows adds and removes a ServiceCIDR (every
-	// agent's Service range), on-demand restarts a node pod.
-	"range-grows",
-	"on-demand", // not in the design's first legs: the on-demand CDS mode (docs/architecture.md)
-	"enroll",    // enrollment of a whole namespace through svclb-cni (docs/enrollment.md)
-}
-
-func legRank(name string) int {
-	for i, n := range LegOrder {
-		if n == name {
-			return i
-		}
-	}
-	return len(LegOrder)
-}
 
 // Load reads an evidence directory.
 func (d Dir) Load() (*Set, error) {
@@ -399,13 +374,11 @@ func (d Dir) Load() (*Set, error) {
 		}
 		s.Legs = append(s.Legs, &l)
 	}
-	sort.SliceStable(s.Legs, func(i, j int) bool {
-		ri, rj := legRank(s.Legs[i].Name), legRank(s.Legs[j].Name)
-		if ri != rj {
-			return ri < rj
-		}
-		return s.Legs[i].Name < s.Legs[j].Name
-	})
+	if s.Order, err = d.loadOrder(); err != nil {
+		return nil, err
+	}
+	byOrder := ByOrder(s.Order)
+	slices.SortStableFunc(s.Legs, func(a, b *Leg) int { return byOrder(a.Name, b.Name) })
 	switch b, err := os.ReadFile(filepath.Join(string(d), "failure.txt")); {
 	case err == nil:
 		s.Failure = strings.TrimSpace(string(b))

@@ -201,16 +201,31 @@ func TestDirRoundTrip(t *testing.T) {
 	if err := d.AddPhase("bad\tname", time.Second); err == nil {
 		t.Fatal("a tab in a phase name must be refused")
 	}
+	legNames := func(s *Set) []string {
+		var names []string
+		for _, l := range s.Legs {
+			names = append(names, l.Name)
+		}
+		return names
+	}
+	// Evidence older than order.json: name order.
 	s, err := d.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, l := range s.Legs {
-		names = append(names, l.Name)
+	if got, want := legNames(s), []string{"drain", "passthrough", "reach", "zz-extra"}; s.Order != nil || !equal(got, want) {
+		t.Fatalf("without order.json: order %v, legs %v, want %v", s.Order, got, want)
 	}
-	if got, want := names, []string{"reach", "drain", "passthrough", "zz-extra"}; !equal(got, want) {
-		t.Fatalf("leg order %v, want %v", got, want)
+	// The run's order; a leg it does not list after the others.
+	order := []string{"reach", "drain", "passthrough", "affinity"}
+	if err := d.WriteOrder(order); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = d.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := legNames(s), []string{"reach", "drain", "passthrough", "zz-extra"}; !equal(s.Order, order) || !equal(got, want) {
+		t.Fatalf("with order.json: order %v, legs %v, want %v", s.Order, got, want)
 	}
 	if s.Legs[0].Red.Backends["a"] != 1 || s.Env.Proxy != "builtin" || s.Env.Nodes[0].Zone != "zone-a" {
 		t.Fatalf("round trip lost data: %+v %+v", s.Legs[0].Red, s.Env)
@@ -237,6 +252,13 @@ func TestLoadRejectsBadInput(t *testing.T) {
 	}
 	if _, err := Dir(d).Load(); err == nil {
 		t.Fatal("a truncated leg file must be an error")
+	}
+	d = t.TempDir()
+	if err := os.WriteFile(filepath.Join(d, "order.json"), []byte(`{"reach": 1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Dir(d).Load(); err == nil {
+		t.Fatal("an order.json that is not a list of names must be an error")
 	}
 }
 

@@ -85,9 +85,9 @@ func skipped(s types.SpecReport) bool {
 }
 
 // legOf returns the leg a spec belongs to: with evidence.LegLabel among its
-// labels, its other label (the leg's name, whether LegOrder lists it or
-// not); else, for reports of suites older than the label, the first label
-// that LegOrder lists.
+// labels, its other label (the leg's name); else, for reports of suites
+// older than that label, the label its container is named for ("leg
+// <name>", as the suite names every leg's container).
 func legOf(s types.SpecReport) string {
 	labels := s.Labels()
 	if slices.Contains(labels, evidence.LegLabel) {
@@ -98,28 +98,22 @@ func legOf(s types.SpecReport) string {
 		}
 	}
 	for _, l := range labels {
-		if slices.Contains(evidence.LegOrder, l) {
+		if slices.Contains(s.ContainerHierarchyTexts, "leg "+l) {
 			return l
 		}
 	}
 	return ""
 }
 
-// byRank orders legs as e2e/doc.go lists them (evidence.LegOrder), unknown
-// ones last by name: the order the suite runs them in.
-func byRank(a, b string) int {
-	if d := legRank(a) - legRank(b); d != 0 {
-		return d
+// byRun orders legs as the run ran them (the order its evidence records),
+// legs it does not list after them by name; evidence older than that
+// record is in name order.
+func (in Input) byRun() func(a, b string) int {
+	var order []string
+	if in.Evidence != nil {
+		order = in.Evidence.Order
 	}
-	return strings.Compare(a, b)
-}
-
-// legRank orders legs as e2e/doc.go lists them (evidence.LegOrder), unknown ones last.
-func legRank(name string) int {
-	if i := slices.Index(evidence.LegOrder, name); i >= 0 {
-		return i
-	}
-	return len(evidence.LegOrder)
+	return evidence.ByOrder(order)
 }
 
 // missingReason says why a leg that Ginkgo knows wrote no evidence.

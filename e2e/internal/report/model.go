@@ -73,7 +73,7 @@ type Leg struct {
 type Side struct {
 	Mode  string // "red" or "green"
 	Title string // "red (agent off)"
-	// Means is what this run is expected to show (e2e/doc.go).
+	// Means is what this run is expected to show (the leg's redExpect or greenMeans).
 	Means string
 	Ran   bool
 	OK    bool   // the run showed what its mode is for
@@ -205,7 +205,7 @@ func legsOf(in Input, sel Selection, zone func(string) string) []Leg {
 			add(n)
 		}
 	}
-	slices.SortStableFunc(names, byRank)
+	slices.SortStableFunc(names, in.byRun())
 	out := make([]Leg, 0, len(names))
 	for _, n := range names {
 		if l, ok := ev[n]; ok {

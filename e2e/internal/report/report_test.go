@@ -17,8 +17,10 @@ import (
 )
 
 // TestGolden renders the fixture evidence directories under testdata (a
-// passing run with a control leg and a drain timeline; a failing one with
-// every kind of failure) and compares both reports with their golden files.
+// passing run with a control leg, a drain timeline and the run's order; a
+// failing one with every kind of failure, written before runs recorded
+// their order, so its legs are in name order) and compares both reports
+// with their golden files.
 func TestGolden(t *testing.T) {
 	for _, c := range []struct {
 		dir     string
@@ -135,9 +137,8 @@ func TestHTMLIsWellFormedAndEscaped(t *testing.T) {
 
 func TestGinkgoOnlyLegGetsARow(t *testing.T) {
 	rep := types.Report{SuiteConfig: types.SuiteConfig{LabelFilter: "drain || programming"}, SpecReports: types.SpecReports{
-		{LeafNodeType: types.NodeTypeIt, LeafNodeLabels: []string{"drain"}, State: types.SpecStatePanicked,
-			Failure: types.Failure{Message: "nil map\nstack"}},
-		{LeafNodeType: types.NodeTypeIt, LeafNodeLabels: []string{"topology"}, State: types.SpecStateSkipped},
+		legSpec("drain", types.SpecStatePanicked, "nil map\nstack"),
+		legSpec("topology", types.SpecStateSkipped, ""),
 		{LeafNodeType: types.NodeTypeBeforeSuite, State: types.SpecStateFailed, Failure: types.Failure{Message: "deploy guard: timeout"}},
 		{LeafNodeType: types.NodeTypeIt, LeafNodeText: "compares", LeafNodeLabels: []string{"programming"}, State: types.SpecStateFailed, Failure: types.Failure{Message: "no samples"}},
 	}}

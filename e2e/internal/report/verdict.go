@@ -18,7 +18,7 @@ type Selection struct {
 	Recorded bool
 	// Filter is Ginkgo's label filter; empty selects every leg.
 	Filter string
-	// Legs are the selected legs in e2e/doc.go order.
+	// Legs are the selected legs in the run's order (Input.byRun).
 	Legs []string
 	// Figures are the selected specs that are not legs (the programming
 	// figure, the opt-in cni-latency one), by their first label.
@@ -58,7 +58,7 @@ func selectionOf(in Input) Selection {
 			}
 		}
 	}
-	slices.SortStableFunc(sel.Legs, byRank)
+	slices.SortStableFunc(sel.Legs, in.byRun())
 	return sel
 }
 

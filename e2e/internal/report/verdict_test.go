@@ -109,7 +109,7 @@ func TestSelection(t *testing.T) {
 	for _, c := range cases {
 		g := ginkgoRun(c.filter, states)
 		g[0].SuiteLabels = c.suiteLabels
-		if sel := selectionOf(Input{Ginkgo: g}); !sel.Recorded || sel.Filter != c.filter || !slices.Equal(sel.Legs, c.want) {
+		if sel := selectionOf(Input{Evidence: &evidence.Set{Order: runOrder}, Ginkgo: g}); !sel.Recorded || sel.Filter != c.filter || !slices.Equal(sel.Legs, c.want) {
 			t.Errorf("filter %q, suite labels %v: selection %+v, want legs %v", c.filter, c.suiteLabels, sel, c.want)
 		}
 	}
@@ -121,9 +121,9 @@ func TestSelection(t *testing.T) {
 	}
 }
 
-// TestNewLegSelected: a leg LegOrder does not list is still a leg when its
-// spec carries evidence.LegLabel: selected, ordered after the listed ones,
-// and failing the run when it fails.
+// TestNewLegSelected: a leg the run's order does not list is still a leg
+// when its spec carries evidence.LegLabel: selected, ordered after the
+// listed ones, and failing the run when it fails.
 func TestNewLegSelected(t *testing.T) {
 	spec := func(name string, st types.SpecState) types.SpecReport {
 		s := legSpec(name, st, "")
@@ -131,11 +131,11 @@ func TestNewLegSelected(t *testing.T) {
 		return s
 	}
 	g := []types.Report{{SpecReports: types.SpecReports{spec("zz-new", types.SpecStateFailed), spec("reach", types.SpecStatePassed), spec("aa-new", types.SpecStatePassed)}}}
-	sel := selectionOf(Input{Ginkgo: g})
+	sel := selectionOf(Input{Evidence: &evidence.Set{Order: runOrder}, Ginkgo: g})
 	if want := []string{"reach", "aa-new", "zz-new"}; !slices.Equal(sel.Legs, want) {
 		t.Fatalf("selection %v, want %v", sel.Legs, want)
 	}
-	r := Build(Input{Evidence: &evidence.Set{Legs: []*evidence.Leg{leg("reach", run(evidence.Red, true, false), run(evidence.Green, false, true), "")}}, Ginkgo: g})
+	r := Build(Input{Evidence: &evidence.Set{Order: runOrder, Legs: []*evidence.Leg{leg("reach", run(evidence.Red, true, false), run(evidence.Green, false, true), "")}}, Ginkgo: g})
 	if r.Passed {
 		t.Fatal("a selected new leg that failed must fail the run")
 	}
