@@ -43,8 +43,11 @@ type affinityWorkload struct {
 // the proxy's passthrough connects from the node's address) every pod of a
 // node shares one source address, so all of them land on one backend.
 var _ = defineLeg(leg[*affinityWorkload]{
-	name:  "affinity",
-	early: true,
+	name:      "affinity",
+	early:     true,
+	workloads: "Service aff (sessionAffinity ClientIP, 3 echo backends, not cut); 10 meshed clients on the first worker",
+	exercises: "internal/translate/cluster.go (RING_HASH), internal/translate/listener.go (tcp_proxy hash_policy source_ip), " +
+		"nodeproxy/internal/lb/balancer.go",
 	setup: fmt.Sprintf("sessionAffinity ClientIP, %d echo backends, %d meshed client pods on one worker; kube-proxy objects left in place "+
 		"(red shows kube-proxy's affinity through the passthrough)", affinityBackends, affinityClients),
 	redExpect:  "each pod sticks, but every pod of the node lands on the same backend (kube-proxy sees only the node's address)",

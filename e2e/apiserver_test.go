@@ -36,9 +36,12 @@ const (
 // chain took every handshake, Dialled.KubeProxys), no node proxy holds a
 // svc: cluster for it, and a meshed pod reaches the apiserver all the same.
 var _ = defineLeg(leg[*corev1.Service]{
-	name:    "apiserver",
-	early:   true,
-	control: true,
+	name:      "apiserver",
+	early:     true,
+	control:   true,
+	workloads: "Service default/kubernetes; the meshed client on every node makes TLS handshakes with its ClusterIP:443",
+	exercises: "the agent's Service filter (default/kubernetes is not svclb's: no svc: cluster), internal/translate/listener.go (its VIP a /32 to " +
+		"cap_passthrough_svc in both phases)",
 	setup: fmt.Sprintf("Service default/kubernetes (the apiserver); the meshed client on every node makes %d TLS handshakes with its ClusterIP:443",
 		apiserverHandshakes),
 	redExpect: "same as green (control leg): the apiserver's Service is not svclb's",

@@ -37,6 +37,10 @@ type attributionWorkload struct{ a, b *corev1.Service }
 var _ = defineLeg(leg[*attributionWorkload]{
 	name:  "attribution",
 	early: true,
+	workloads: "Services attr-a and attr-b (same 2 echo backends, cut); clients on every node dial each on 80 and on undeclared 81, in different " +
+		"counts",
+	exercises: "internal/translate/cluster.go (alt_stat_name contract.StatName), nodeproxy/proxy.go (cluster.<alt_stat_name>.* stats), " +
+		"agent/internal/xdsserver/server.go (Classify, record: svclb_svc_refused_total{namespace,service} and the refusal log line)",
 	setup: fmt.Sprintf("ClusterIP Services attr-a and attr-b selecting the same 2 echo backends, kube-proxy ClusterIP entries deleted; every meshed client dials "+
 		"attr-a:80 ×%d, attr-b:80 ×%d, attr-a:81 ×%d, attr-b:81 ×%d (port 81 is declared by neither)", attrReachA, attrReachB, attrRefuseA, attrRefuseB),
 	redExpect: "no reply; no per-Service proxy stat, refusal counter or refusal log line moves (Phase flags off)",

@@ -39,9 +39,11 @@ type dnsWorkload struct {
 // evidence has no chain to check; the leg checks kube-dns' svc: cluster
 // carried nothing.
 var _ = defineLeg(leg[*dnsWorkload]{
-	name:    "dns",
-	early:   true,
-	control: true,
+	name:      "dns",
+	early:     true,
+	control:   true,
+	workloads: "Service dns; the meshed client on every node resolves its FQDN over UDP and over TCP",
+	exercises: "internal/capture/capture.go (outputRules: UDP never captured, TCP 53 returned unmarked); no agent code",
 	setup: fmt.Sprintf("a ClusterIP Service dns; the meshed client on every node resolves its fully qualified name through its resolv.conf nameserver (kube-dns), %d times over UDP and %d times over TCP",
 		dnsLookups, dnsLookups),
 	redExpect: "same as green (control leg): port 53 is never captured",

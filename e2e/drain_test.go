@@ -42,8 +42,12 @@ type drainWorkload struct {
 // drain: serving-but-terminating endpoints are used only when no ready one
 // exists (KEP-1669), never while one does.
 var _ = defineLeg(leg[*drainWorkload]{
-	name:       "drain",
-	early:      true,
+	name:  "drain",
+	early: true,
+	workloads: "Service drain (cut); per run 2 echo pods staying serving-but-terminating 2 min after deletion, deleted one then the other, each " +
+		"stage dialled once the agent and kube-proxy have both programmed it; the client on the first worker",
+	exercises: "internal/translate/endpoints.go (SelectEndpoints: terminating endpoints in bands after every ready one), " +
+		"internal/translate/cluster.go (LoadAssignment priorities), nodeproxy/internal/lb/priority.go",
 	setup:      fmt.Sprintf("2 echo backends that stay serving-but-terminating for %s after deletion (preStop sleep, long grace; readiness fails on SIGTERM like netexec --delay-shutdown); deleted one, then the other; kube-proxy ClusterIP entries deleted", drainDelay),
 	redExpect:  "no backend reply at any stage",
 	greenMeans: "while one ready endpoint exists no connection reaches the terminating one; with none ready, connections reach the terminating ones",

@@ -8,6 +8,7 @@
 #   make e2e-svc KEEP_CLUSTER=1       reuse the cluster and leave it (and the legs' namespace) running
 #   make e2e-svc PROXY=builtin|envoy  node proxy; default: Envoy if its image can be pulled, else built-in
 #   make e2e-svc KIND_NODE_MODE=offline  kindconfig's cluster variables reach `make cluster` unchanged
+#   make legs-doc                     docs/legs.md from the legs (TestLegsDoc fails while it is stale)
 
 LEGS         ?=
 PROXY        ?=
@@ -25,6 +26,12 @@ e2e-svc: ## Every leg red (agent off) then green (on) on kind; LEGS=<label filte
 	ENVOY_IMAGE=$(ENVOY_IMAGE) ARTIFACTS=$(E2E_ARTIFACTS) TIMEOUT=$(E2E_TIMEOUT) \
 	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) CLUSTER_STATE=$(KIND_STATE) \
 	bash $(REPO)/e2e/run.sh
+
+# legs-doc is TestLegsDoc with -update (the legs live in _test.go files);
+# SVCLB_E2E=0 keeps TestMain from setting the cluster up around it.
+.PHONY: legs-doc
+legs-doc: ## Rewrite docs/legs.md from the legs (legOrder and each leg's value); make unit fails while it is stale
+	SVCLB_E2E=0 $(GO) test -count=1 -run '^TestLegsDoc$$' ./e2e -update
 
 .PHONY: e2e-report
 e2e-report: ## Re-render _artifacts/report.md and report.html from the evidence of the last run

@@ -52,6 +52,13 @@ var enrollChance = allSucceed + "; the agent-down check (prepare) waits on signa
 // cut. A plain pod in a namespace that is not enrolled is left alone.
 var _ = defineLeg(leg[enrollWorkload]{
 	name: "enroll",
+	workloads: "svclb-cni on every node (node DaemonSet with manifests.CNIOptions, for this leg only); namespace svclb-enroll labelled " +
+		"svclb.dev/mesh=enabled with a plain client Deployment (no init container, label or capability) on the first worker; Service enroll " +
+		"(2 echo backends, labelled cut) and Service svclb-enroll/nsmode (2 echo backends, no label: the guard's --namespace-selector cuts " +
+		"it); a plain control pod in the legs' namespace; prepared once: the agent's socket removed, a pod created, the agent restarted",
+	exercises: "cmd/svclb-cni and internal/cniplugin (ADD/CHECK/DEL), internal/capture (Install on the sandbox's netns), internal/enroll (the " +
+		"plugin↔agent socket), agent/enrollment.go and enrollfile.go (decision from informers, listener on the plugin's netns path), " +
+		"internal/cniinstall (00-svclb.conflist), pkg/kubeproxyguard/namespaces.go (WatchServicesByNamespace)",
 	setup: "svclb-cni installed on every node (the node DaemonSet's cni-install sidecar); the guard runs --namespace-selector=" +
 		contract.DefaultNamespaceSelector + "; namespace " + enrollNS + " labelled " + contract.DefaultNamespaceSelector +
 		" with a plain client Deployment (no init container, label or capability); Service enroll in the legs' namespace (2 echo backends, labelled cut); " +

@@ -43,6 +43,10 @@ var _ = defineLeg(leg[*hostileLoopWorkload]{
 	name:    "hostile-loop",
 	early:   true,
 	control: true,
+	workloads: "a plain pod (not meshed) on another node dials the first worker's meshed client at <podIP>:18001; echo Deployment hloop (1 pod, no " +
+		"Service): every client dials its pod IP:8080",
+	exercises: "internal/capture/capture.go (inputRule: TCP to :18001 from outside lo is reset), internal/translate/listener.go (the listener " +
+		"binds 127.0.0.1)",
 	setup: fmt.Sprintf("a pod that is not meshed dials the meshed client of another node at <podIP>:%d %d times; then every meshed client dials an echo pod's IP:8080 (outside the Service range, through the proxy's passthrough)",
 		contract.CapturePort, hostileLoopDials),
 	redExpect: "same as green (control leg): the capture port is closed to other hosts whatever the Phase flags",

@@ -20,6 +20,9 @@ import (
 var _ = defineLeg(leg[*workload.Pinned]{
 	name:      "itp-local",
 	early:     true,
+	workloads: "Service itp (internalTrafficPolicy Local, one echo backend per worker, cut); clients on every node",
+	exercises: "internal/translate/endpoints.go (SelectEndpoints: this node's endpoints only, an empty cluster elsewhere); the refusal path of " +
+		"refuse-no-endpoints",
 	setup:     "internalTrafficPolicy Local, one echo backend on each worker, none on the control plane; kube-proxy ClusterIP entries deleted",
 	redExpect: "no backend reply from any node",
 	greenMeans: "clients on a worker reach only their own node's backend; the client on the control plane is refused (no-endpoints): " +

@@ -21,13 +21,19 @@ import (
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
-// leg is one acceptance leg (e2e/doc.go lists them); W is what its prepare
-// hands its measure.
+// leg is one acceptance leg, with every text about it: the report
+// restates some, docs/legs.md is generated from them (legs_doc_test.go).
+// W is what its prepare hands its measure.
 type leg[W any] struct {
 	name       string
 	setup      string // restated in the report
 	redExpect  string
 	greenMeans string
+	// workloads names what the leg deploys and who dials it; exercises
+	// names the agent and proxy code it exercises beyond the path every
+	// leg takes. Both are docs/legs.md's alone.
+	workloads string
+	exercises string
 	// prepare deploys the leg's workloads once for both runs and returns
 	// what measure needs.
 	prepare func(ctx context.Context) (W, error)
@@ -67,7 +73,12 @@ type leg[W any] struct {
 type registered struct {
 	name string
 	// file is the leg's file, where defineLeg was called.
-	file   string
+	file string
+	// The leg's texts that docs/legs.md shows, and whether it is a control
+	// leg.
+	workloads, exercises, redExpect, greenMeans string
+	control                                     bool
+	// define puts the leg's container into the tree with priority.
 	define func(priority int)
 	// early schedules the leg's prepare for the background and returns
 	// what runs it (nil: the leg is not marked early).
@@ -91,7 +102,8 @@ func defineLeg[W any](l leg[W]) bool {
 	}
 	// The caller is the leg's file, which no field has to name.
 	_, file, _, _ := runtime.Caller(1)
-	r := registered{name: l.name, file: filepath.Base(file)}
+	r := registered{name: l.name, file: filepath.Base(file), workloads: l.workloads, exercises: l.exercises,
+		redExpect: l.redExpect, greenMeans: l.greenMeans, control: l.control}
 	var st *earlyStarter[W]
 	if l.early {
 		st = &earlyStarter[W]{}
@@ -251,32 +263,25 @@ func setAgentConfig(ctx context.Context, want map[string]string) error {
 var allSucceed = fmt.Sprintf("nothing statistical: every attempt must succeed, each within %s (workload.AttemptTimeout: "+
 	"milliseconds through the proxy; the bound keeps an attempt a loaded 2-core machine stalled, path intact, a success)", workload.AttemptTimeout)
 
-// refuseLeg is a refusal leg: prepare finds what to dial, and the measure
-// (measure.Refusal) expects the proxy to refuse every attempt with
-// reason; the target is declared with reason for the evidence.
-func refuseLeg(name, reason, setup string, prepare func(ctx context.Context) (measure.Target, error)) leg[measure.Target] {
-	return leg[measure.Target]{
-		name:       name,
-		setup:      setup,
-		redExpect:  measure.RedExpect,
-		greenMeans: measure.GreenMeans(reason),
-		chance:     measure.RefusalChance,
-		prepare: func(ctx context.Context) (measure.Target, error) {
-			t, err := prepare(ctx)
-			t.Reason = reason
-			return t, err
-		},
-		measure: func(ctx context.Context, t measure.Target, run *evidence.Run) {
-			measure.Refusal(ctx, suite.cluster, suite.clients, t, run)
-		},
-		services: func(t measure.Target) []measure.Dialled { return []measure.Dialled{t.Dialled()} },
+// refuseLeg makes l a refusal leg: l's prepare finds what to dial, and the
+// measure (measure.Refusal) expects the proxy to refuse every attempt with
+// reason; the target is declared with reason for the evidence. l names the
+// leg and gives its setup, workloads and exercises (and early); refuseLeg
+// sets what every refusal leg shares.
+func refuseLeg(reason string, l leg[measure.Target]) leg[measure.Target] {
+	prepare := l.prepare
+	l.redExpect = measure.RedExpect
+	l.greenMeans = measure.GreenMeans(reason)
+	l.chance = measure.RefusalChance
+	l.prepare = func(ctx context.Context) (measure.Target, error) {
+		t, err := prepare(ctx)
+		t.Reason = reason
+		return t, err
 	}
-}
-
-// early marks l early (leg.early): for a leg built by a helper such as
-// refuseLeg.
-func early[W any](l leg[W]) leg[W] {
-	l.early = true
+	l.measure = func(ctx context.Context, t measure.Target, run *evidence.Run) {
+		measure.Refusal(ctx, suite.cluster, suite.clients, t, run)
+	}
+	l.services = func(t measure.Target) []measure.Dialled { return []measure.Dialled{t.Dialled()} }
 	return l
 }
 

@@ -44,8 +44,11 @@ type namedPortWorkload struct {
 // EndpointSlice's port of that name; a name no pod declares leaves the
 // Service port without endpoints, refused no-endpoints.
 var _ = defineLeg(leg[*namedPortWorkload]{
-	name:  "named-port",
-	early: true,
+	name:      "named-port",
+	early:     true,
+	workloads: "Service np (cut): port 80 → targetPort web, declared as 8080 by np-a and 9090 by np-b; port 81 → a name no pod declares",
+	exercises: "internal/translate/endpoints.go (SelectEndpoints: the slice's port of the Service port's name), internal/translate/cluster.go (one " +
+		"cluster per Service port); the refusal path of refuse-no-endpoints",
 	setup: fmt.Sprintf("ClusterIP Service np (kube-proxy ClusterIP entries deleted) with port 80 → targetPort %q and port 81 → targetPort %q; "+
 		"pod np-a declares %q as %d and listens only there, pod np-b declares it as %d and listens only there; no pod declares %q",
 		namedPortName, namedPortAbsent, namedPortName, namedPortBackends["np-a"], namedPortBackends["np-b"], namedPortAbsent),

@@ -55,6 +55,11 @@ func (w *newServiceWorkload) twinTo() string  { return net.JoinHostPort(w.twinIP
 // it, and how long that takes next to kube-proxy on the same node.
 var _ = defineLeg(leg[*newServiceWorkload]{
 	name: "new-service",
+	workloads: "echo Deployment newsvc (2 pods, Ready first); per run Service newsvc (cut) and its unguarded twin newsvc-twin at ClusterIPs picked " +
+		"in prepare; the meshed client and a client that is not meshed on the first worker dial them from before their creation until the " +
+		"first reply",
+	exercises: "agent/intake.go and batch.go (a Service's first sync: svc: cluster and its load assignment pushed), internal/translate/cluster.go " +
+		"and endpoints.go; kube-proxy on the twin as the reference",
 	setup: "2 echo backends, Ready before any Service; per run two Services created at once at ClusterIPs chosen beforehand: newsvc, cut (kube-proxy ClusterIP entries deleted), dialled by the meshed client " +
 		"on the first worker, and its unguarded twin newsvc-twin dialled by a client on the same node that is not meshed (kube-proxy's path); " +
 		fmt.Sprintf("both clients dial every %s from before the creation until the first reply (the meshed client at most %s, the other %s); both Services deleted after the run",

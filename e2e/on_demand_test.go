@@ -55,6 +55,10 @@ type onDemandWorkload struct {
 // yet known is held while the proxy asks instead of being refused.
 var _ = defineLeg(leg[*onDemandWorkload]{
 	name: "on-demand",
+	workloads: "Service od (2 echo backends, cut), Service od-idle (never dialled), the client on the first worker; green sets ConfigMap " +
+		"cds=on-demand",
+	exercises: "agent/cdsmode.go, admission.go, pending.go, demandfile.go (on-demand CDS, persisted demand), agent/metrics.go " +
+		"(svclb_ondemand_refused_total), internal/translate/listener.go (tcp_proxy on_demand, OnDemandTimeout), nodeproxy/ondemand.go",
 	setup: "ClusterIP Service (2 echo backends, kube-proxy ClusterIP entries deleted) and a second Service nobody dials; one meshed client on a worker; " +
 		"green also sets the agent's ConfigMap cds=on-demand (restored to proactive after the leg)",
 	redExpect: "no backend reply (passthrough to the VIP hits kube-proxy's REJECT); nothing demanded, nothing refused on demand",

@@ -18,6 +18,8 @@ var _ = defineLeg(leg[string]{
 	name:       "passthrough",
 	early:      true,
 	control:    true,
+	workloads:  "echo Deployment pass (1 pod, no Service); clients dial its pod IP:8080",
+	exercises:  "internal/translate/listener.go (default_filter_chain cap_passthrough, PassthroughOriginalDst)",
 	setup:      "a meshed client dials an echo pod's own IP:8080 (outside the Service range)",
 	redExpect:  "same as green: the Phase flags do not touch traffic outside the Service range (control leg)",
 	greenMeans: "every attempt reaches the pod, and the pod sees the node's address as peer (the proxy's passthrough carried it, not a direct connection)",

@@ -50,8 +50,11 @@ type splitWorkload struct {
 // traffic on a client's node while the leg dials: the legs run one at a
 // time and the other meshed pods are idle (DNS is not captured).
 var _ = defineLeg(leg[*splitWorkload]{
-	name:  "phase0-split",
-	early: true,
+	name:      "phase0-split",
+	early:     true,
+	workloads: "Service split (1 echo backend, cut); clients on every node dial its VIP:80 and the backend pod's IP:8080 (outside the range)",
+	exercises: "internal/translate/listener.go (filter_chain_matcher: range → cap_passthrough_svc or cap_svc, default cap_passthrough; stat " +
+		"prefixes), nodeproxy/proxy.go (selectChain, tcp.<stat_prefix>.downstream_cx_total)",
 	setup: fmt.Sprintf("ClusterIP Service split (1 echo backend, kube-proxy ClusterIP entries deleted); every meshed client dials its VIP:80 ×%d (Service range) "+
 		"and the backend pod's IP:%d ×%d (outside the range); the proxy's counters on each client's node are read before and after", splitRange, workload.EchoPort, splitOutside),
 	redExpect: fmt.Sprintf("Phase 0, the measurement: on every client's node %s rises by exactly %d (the range traffic, which still goes to kube-proxy and, cut, is refused), "+

@@ -32,6 +32,8 @@ const (
 var _ = defineLeg(leg[*corev1.Service]{
 	name:       "reach-after-resync",
 	early:      true,
+	workloads:  "Service resync (2 echo backends, cut); the first client by name; its node's kube-proxy pod deleted while it dials",
+	exercises:  "pkg/kubeproxyguard/monitor.go, pass.go, cut.go (re-deletion after kube-proxy's full sync); as reach",
 	setup:      "as reach; while a meshed client dials continuously, the kube-proxy pod of its node is deleted (start-up full sync restores the chains)",
 	redExpect:  "the guard re-deletes the restored objects and the Service is unreachable (at most a few replies in the restore window)",
 	greenMeans: "the guard observed the restore and re-deleted it, and every attempt during the restart got a backend's reply",

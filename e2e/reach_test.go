@@ -17,8 +17,11 @@ import (
 // reach: a meshed pod reaches a non-mesh ClusterIP Service whose kube-proxy
 // objects are gone, through the node proxy's svc: cluster.
 var _ = defineLeg(leg[*corev1.Service]{
-	name:       "reach",
-	early:      true,
+	name:      "reach",
+	early:     true,
+	workloads: "Service reach (2 echo backends, cut); clients on every node",
+	exercises: "internal/translate/listener.go (cap_svc chain, set_filter_state svc:VIP:port), internal/translate/cluster.go and endpoints.go " +
+		"(svc: cluster, EDS), pkg/svcindex/index.go (Service range)",
 	setup:      "non-mesh ClusterIP Service (2 echo backends), kube-proxy ClusterIP entries deleted on every node; a meshed client on every node",
 	redExpect:  "no backend reply: passthrough to the VIP hits kube-proxy's REJECT, the proxy closes the client's connection",
 	greenMeans: "every attempt from every meshed client gets a backend's reply, through its own node's svc: cluster",

@@ -50,6 +50,10 @@ func (w *recreateWorkload) newTo() string { return net.JoinHostPort(w.new, "80")
 // old one is no Service's any more.
 var _ = defineLeg(leg[*recreateWorkload]{
 	name: "recreate",
+	workloads: "Service rec (2 echo backends, cut) at a chosen ClusterIP, deleted and created again at another while the client on the first " +
+		"worker dials the old VIP; put back after each run",
+	exercises: "agent/batch.go (a deleted Service's clusters and assignments withdrawn), pkg/svcindex/index.go (Lookup: the old VIP is " +
+		"no-service), agent/internal/xdsserver/server.go (Classify)",
 	setup: fmt.Sprintf("ClusterIP Service rec (2 echo backends, kube-proxy ClusterIP entries deleted) at a chosen ClusterIP, deleted and created again at another "+
 		"while the meshed client on the first worker dials the old VIP (%d attempts %s apart); then every client dials the old VIP ×%d and the new one; "+
 		"rec is put back on the old VIP after each run", recreateDials, recreateInterval, recreateRefusals),

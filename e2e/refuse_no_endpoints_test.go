@@ -12,9 +12,14 @@ import (
 
 // refuse-no-endpoints: a Service without endpoints is refused by the proxy
 // and counted with the Service's name.
-var _ = defineLeg(early(refuseLeg("refuse-no-endpoints", agent.ReasonNoEndpoints,
-	"ClusterIP Service whose selector matches no pod, kube-proxy ClusterIP entries deleted on every node",
-	func(ctx context.Context) (measure.Target, error) {
+var _ = defineLeg(refuseLeg(agent.ReasonNoEndpoints, leg[measure.Target]{
+	name:      "refuse-no-endpoints",
+	early:     true,
+	setup:     "ClusterIP Service whose selector matches no pod, kube-proxy ClusterIP entries deleted on every node",
+	workloads: "Service noep (selects nothing, cut); 5 attempts per client, all at once",
+	exercises: "internal/translate/listener.go (cap_svc access log on UH/NC, gRPC ALS), nodeproxy/als.go, agent/internal/xdsserver/server.go " +
+		"(Classify, svclb_svc_refused_total), e2e/internal/measure",
+	prepare: func(ctx context.Context) (measure.Target, error) {
 		svc := workload.Service(suite.legsNS, "noep", workload.ServiceOptions{Selector: map[string]string{workload.AppLabel: "nothing-matches-this"}, Cut: true})
 		if err := suite.cluster.Create(ctx, svc); err != nil {
 			return measure.Target{}, err
@@ -23,4 +28,5 @@ var _ = defineLeg(early(refuseLeg("refuse-no-endpoints", agent.ReasonNoEndpoints
 			return measure.Target{}, err
 		}
 		return measure.Target{To: workload.Addr(svc, 80), Namespace: svc.Namespace, Service: svc.Name}, nil
-	})))
+	},
+}))

@@ -10,12 +10,17 @@ import (
 
 // refuse-port-not-declared: a port the Service does not declare is refused
 // and counted with the Service's name.
-var _ = defineLeg(early(refuseLeg("refuse-port-not-declared", agent.ReasonPortNotDeclared,
-	"ClusterIP Service with a backend on port 80, dialled on port 81 it does not declare",
-	func(ctx context.Context) (measure.Target, error) {
+var _ = defineLeg(refuseLeg(agent.ReasonPortNotDeclared, leg[measure.Target]{
+	name:      "refuse-port-not-declared",
+	early:     true,
+	setup:     "ClusterIP Service with a backend on port 80, dialled on port 81 it does not declare",
+	workloads: "Service pnd (1 echo backend, port 80, cut), dialled on port 81",
+	exercises: "as refuse-no-endpoints; pkg/svcindex/index.go (Lookup: port-not-declared)",
+	prepare: func(ctx context.Context) (measure.Target, error) {
 		svc, err := workload.DeployEcho(ctx, suite.cluster, suite.legsNS, "pnd", workload.Backends{Replicas: 1}, workload.ServiceOptions{Cut: true})
 		if err != nil {
 			return measure.Target{}, err
 		}
 		return measure.Target{To: workload.Addr(svc, 81), Namespace: svc.Namespace, Service: svc.Name}, nil
-	})))
+	},
+}))

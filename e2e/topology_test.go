@@ -18,8 +18,11 @@ import (
 // topology: PreferClose keeps a client in its zone while the zone has an
 // endpoint and spills to other zones when it has none.
 var _ = defineLeg(leg[*workload.Pinned]{
-	name:       "topology",
-	early:      true,
+	name:      "topology",
+	early:     true,
+	workloads: "Service topo (trafficDistribution PreferClose, one echo backend in zone-a and one in zone-b, cut); clients on every node",
+	exercises: "internal/translate/endpoints.go (zone bands from hints or PreferClose), internal/translate/cluster.go (LoadAssignment localities), " +
+		"nodeproxy/internal/lb/priority.go",
 	setup:      "trafficDistribution PreferClose, one echo backend in zone-a and one in zone-b (none in zone-c); kube-proxy ClusterIP entries deleted",
 	redExpect:  "no backend reply from any node",
 	greenMeans: "clients in zone-a and zone-b reach only their own zone; the client in zone-c (no endpoint) reaches the other zones",
