@@ -300,7 +300,7 @@ func outputRules(cfg Config) [][]expr.Any {
 	rules = append(rules,
 		// DNS over TCP goes straight to the resolver.
 		append(matchTCP(), &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(53)}, ret),
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(contract.DNSPort)}, ret),
 		append(matchTCP(), setMark(cfg.Mark)...),
 	)
 	return rules

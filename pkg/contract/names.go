@@ -67,6 +67,22 @@ const (
 	CaptureAddr = "127.0.0.1"
 )
 
+// What the meshed path takes over from kube-proxy: a meshed pod's TCP to a Service port other
+// than DNSPort. The capture marks outbound TCP only and returns DNS over TCP unmarked, so it
+// reaches the resolver through kube-proxy as DNS over UDP does, and the agent serves TCP only.
+// Every other port, of meshed pods and of everyone else, stays on kube-proxy's path: the guard
+// cuts kube-proxy's ClusterIP entry of a Service port only where MeshServes holds.
+const (
+	// MeshProtocol is the IP protocol the capture diverts (IANA number: IPPROTO_TCP).
+	MeshProtocol = 6
+	// DNSPort is the TCP port the capture leaves to kube-proxy.
+	DNSPort = 53
+)
+
+// MeshServes reports whether a meshed pod's connections to a Service port of IP protocol proto
+// (IANA number) and port port go through the meshed path rather than kube-proxy's.
+func MeshServes(proto uint8, port uint16) bool { return proto == MeshProtocol && port != DNSPort }
+
 // Packet marks.
 const (
 	// CaptureMark marks a captured pod's outbound TCP for the divert route.

@@ -1,6 +1,8 @@
 // Package kubeproxyguard takes chosen Services off kube-proxy's ClusterIP
-// path on a node, and keeps them off although kube-proxy restores it.
-// Their NodePort, external-IP and load-balancer paths stay kube-proxy's.
+// path on a node, and keeps them off although kube-proxy restores it, for
+// the ports the meshed path serves instead (TCP other than 53). Their other
+// ports, and their NodePort, external-IP and load-balancer paths, stay
+// kube-proxy's.
 //
 // # Choosing
 //
@@ -11,8 +13,9 @@
 // --namespace-selector) every Service of a namespace the selector matches is
 // chosen too, labelled or not: the namespaces whose pods svclb-cni meshes
 // (docs/enrollment.md). A client that is not meshed, in any namespace, then
-// meets kube-proxy's REJECT on those Services, as on a labelled one.
-// All ports of a chosen Service are guarded. The apiserver's Service
+// meets kube-proxy's REJECT on those Services' cut ports, as on a labelled
+// one. Only the ports the meshed path takes over are cut (What is cut). The
+// apiserver's Service
 // (contract.APIServerService, default/kubernetes) is never guarded, labelled
 // or not: it stays on kube-proxy's path (Proposal 044, Non-goals), since
 // svclb never gives it a svc: cluster. The guard logs the refusal once and
@@ -29,8 +32,19 @@
 //
 // Only in table ip kube-proxy, and only a chosen Service's ClusterIP entry
 // points: the elements of service-ips and no-endpoint-services whose key
-// ("ClusterIP . proto . port") leads with one of its ClusterIPs, one per
-// Service port. kube-proxy (pkg/proxy/nftables/proxier.go, syncProxyRules)
+// ("ClusterIP . proto . port", matched against "ip daddr . meta l4proto .
+// th dport") leads with one of its ClusterIPs, one per Service port; and of
+// those only the ports the meshed path serves instead of kube-proxy: TCP
+// ports other than 53 (contract.MeshServes, applied to the key's protocol
+// and port fields). The capture in a meshed pod diverts TCP only, and lets
+// TCP to port 53 through to kube-proxy (DNS reaches the resolver as over
+// UDP); the agent serves TCP only. A UDP, SCTP or TCP/53 port of a chosen
+// Service has no path but kube-proxy's, for meshed pods too: cut, it would
+// be broken for everyone, and choosing kube-dns (or all of kube-system)
+// would be a cluster-wide DNS outage. Those elements stay exactly as
+// kube-proxy wrote them; /status lists their ports and why (kubeProxyPorts).
+//
+// kube-proxy (pkg/proxy/nftables/proxier.go, syncProxyRules)
 // writes a Service's ClusterIP into the cluster-ips set and keys the two
 // maps by it ("Capture the clusterIP"), but keys its external IPs and
 // load-balancer IPs in the same two maps too; cluster-ips, which holds
@@ -104,12 +118,16 @@
 //
 // # Putting back
 //
-// With Options.RestoreUnchosen, a pass also puts back, as kube-proxy wrote
-// them (its verdict and comment, delete and add in one transaction), the
-// cut elements of every Service that is not chosen: one that lost its
-// label, left a selected namespace, or did so while the guard was down. It
-// does so only once SetServices has said which Services are chosen, so a
-// restarted guard does not uncut everything before its watch has synced.
+// A pass puts back, as kube-proxy wrote them (its verdict and comment,
+// delete and add in one transaction), the cut elements of a chosen
+// Service's ports the meshed path leaves to kube-proxy: a guard that cut
+// every protocol and port left them cut, and replacing it heals them.
+//
+// With Options.RestoreUnchosen, a pass also puts back the cut elements of
+// every Service that is not chosen: one that lost its label, left a
+// selected namespace, or did so while the guard was down. It does so only
+// once SetServices has said which Services are chosen, so a restarted
+// guard does not uncut everything before its watch has synced.
 //
 // # Status
 //
@@ -131,6 +149,11 @@
 //	    "namespace": "default", "name": "demo",
 //	    "guardedSince": "2026-11-29T15:59:00Z",
 //	    "state": "clean",                   // unknown | on-path | clean
+//	    "cutPorts": ["tcp/80", "tcp/443"],  // ports the guard cuts: the meshed path takes them over
+//	    "kubeProxyPorts": [                 // ports left on kube-proxy's path, and why
+//	      {"port": "tcp/53", "reason": "tcp/53: DNS passes through the capture"},
+//	      {"port": "udp/53", "reason": "udp: not served by the agent"}
+//	    ],
 //	    "remaining": [],                    // ClusterIP entries the last cut failed to cut
 //	    "deleted": [                        // every ClusterIP entry cut, once each, as kube-proxy wrote it
 //	      {"kind": "element", "name": "service-ips: 10.96.100.100 . tcp . 80 : goto service-C642UMGT-default/demo/tcp/http"},
@@ -148,10 +171,11 @@
 //	  }]
 //	}
 //
-// "clean" means no ClusterIP entry of the Service is left on kube-proxy's
-// path: each is cut (verdict continue) or gone (kube-proxy's NodePort and
-// external entries of it are not counted: they stay); "on-path" means the
-// last cut failed and one is.
+// "clean" means no ClusterIP entry of a port the meshed path takes over is
+// left on kube-proxy's path: each is cut (verdict continue) or gone
+// (kube-proxy's NodePort and external entries, and the ports in
+// kubeProxyPorts, are not counted: they stay); "on-path" means the last cut
+// failed and one is.
 // The re-deletion latency runs from the guard observing the restore (the
 // nft event's arrival, or the start of the periodic pass that found it) to
 // the commit of the transaction that cut it again.
@@ -165,10 +189,11 @@
 //	pass.go      Reconcile: one pass as read, cut, record
 //	table.go     read: the ClusterIP entries of kube-proxy's table, on path or cut, grouped by Service (readTable)
 //	element.go   read: which Service a verdict-map element belongs to; nft's notation
+//	mapkey.go    read: a map key's ClusterIP, protocol and port; whether the meshed path takes the port over
 //	names.go     read: kube-proxy's chain and comment names taken apart
 //	cut.go       cut: the overwrite transactions, grouped up to maxOps messages
 //	cutmark.go   cut: the guard's comment on a cut element (CutCommentPrefix)
-//	restore.go   put back: the cut elements of Services no longer chosen
+//	restore.go   put back: the cut elements of ports left to kube-proxy, and of Services no longer chosen
 //	record.go    record: per-Service state, metrics, re-deletion latency
 //	status.go    Status and Handler (/status, /metrics, /healthz)
 //	metrics.go   the Prometheus metrics

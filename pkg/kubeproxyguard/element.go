@@ -3,7 +3,6 @@ package kubeproxyguard
 import (
 	"encoding/binary"
 	"fmt"
-	"net/netip"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -48,15 +47,6 @@ func describe(mapName string, key []byte, v verdict, comment string) string {
 func internalVerdict(v verdict) bool {
 	n, ok := parseChainName(v.Chain)
 	return ok && (n.Prefix == "service-" || n.Prefix == "local-")
-}
-
-// keyIP is the IPv4 address that leads a map key "ipv4_addr . inet_proto .
-// inet_service" (each field padded to 4 bytes).
-func keyIP(k []byte) (netip.Addr, bool) {
-	if len(k) != 12 {
-		return netip.Addr{}, false
-	}
-	return netip.AddrFrom4([4]byte(k[0:4])), true
 }
 
 type verdict struct {
@@ -109,23 +99,11 @@ func decodeVerdict(b []byte) verdict {
 // "ipv4_addr . inet_proto . inet_service" (3 fields, each padded to 4 bytes)
 // or "inet_proto . inet_service".
 func formatKey(k []byte) string {
-	proto := func(b byte) string {
-		switch b {
-		case unix.IPPROTO_TCP:
-			return "tcp"
-		case unix.IPPROTO_UDP:
-			return "udp"
-		case unix.IPPROTO_SCTP:
-			return "sctp"
-		}
-		return fmt.Sprint(b)
+	if mk, ok := parseMapKey(k); ok {
+		return mk.String()
 	}
-	switch len(k) {
-	case 12:
-		ip := netip.AddrFrom4([4]byte(k[0:4]))
-		return fmt.Sprintf("%s . %s . %d", ip, proto(k[4]), binary.BigEndian.Uint16(k[8:10]))
-	case 8:
-		return fmt.Sprintf("%s . %d", proto(k[0]), binary.BigEndian.Uint16(k[4:6]))
+	if len(k) == 8 {
+		return fmt.Sprintf("%s . %d", protoName(k[0]), binary.BigEndian.Uint16(k[4:6]))
 	}
 	return fmt.Sprintf("%x", k)
 }

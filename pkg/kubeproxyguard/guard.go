@@ -73,6 +73,8 @@ type serviceState struct {
 	since       time.Time
 	state       string
 	remaining   []ObjectRef
+	cutPorts    []string   // as the last pass found them (ServiceStatus.CutPorts)
+	keptPorts   []KeptPort // ServiceStatus.KubeProxyPorts
 	deleted     map[ObjectRef]struct{}
 	seenOff     bool // a pass saw the Service off kube-proxy's path
 	deletions   int

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -25,6 +26,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -241,6 +243,125 @@ func TestGuardKubeProxySyncsWithoutFailures(t *testing.T) {
 	}
 }
 
+// TestGuardCutsOnlyMeshedPortsWithRealKubeProxy: a chosen Service with TCP,
+// UDP, SCTP and DNS ports (two without endpoints), as a real kube-proxy v1.34
+// programs it, every ClusterIP entry cut as a guard that cut every protocol
+// left it. The guard cuts only its TCP ports other than 53, the ones the
+// meshed path takes over (contract.MeshServes), and puts the others back
+// exactly as kube-proxy wrote them, without failing any of kube-proxy's
+// syncs; /status says which ports are cut and why the others stay.
+// kube-proxy's restart (a full sync: it writes back the two cut ones)
+// changes none of it.
+func TestGuardCutsOnlyMeshedPortsWithRealKubeProxy(t *testing.T) {
+	const node = "node-a"
+	ns, kp, kube, kubeconfig := realKubeProxy(t, node)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	multi := svc("default/multi")
+	created, err := kube.CoreV1().Services(multi.Namespace).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: multi.Namespace, Name: multi.Name, Labels: map[string]string{Label: LabelValue}},
+		Spec:       corev1.ServiceSpec{Ports: multiPorts},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := created.Spec.ClusterIP
+	// metrics and syslog have no endpoint: no-endpoint-services elements.
+	setEndpointPorts(t, kube, multi, []discoveryv1.EndpointPort{
+		{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)},
+		{Name: ptr.To("dns"), Port: ptr.To[int32](5353), Protocol: ptr.To(corev1.ProtocolUDP)},
+		{Name: ptr.To("dns-tcp"), Port: ptr.To[int32](5353), Protocol: ptr.To(corev1.ProtocolTCP)},
+		{Name: ptr.To("assoc"), Port: ptr.To[int32](9999), Protocol: ptr.To(corev1.ProtocolSCTP)},
+	}, "10.244.1.40")
+
+	stopKP := startKubeProxy(t, ns, kp, kubeconfig, node)
+	programmed := func() []string {
+		out, err := ns.Command("nft", "list", "table", "ip", TableName).Output()
+		if err != nil {
+			return nil // kube-proxy has not written it yet
+		}
+		return clusterIPElements(canonical(string(out)), ip)
+	}
+	if _, ok := waitFor(60*time.Second, func() bool { return len(programmed()) == len(multiPorts) }); !ok {
+		t.Fatalf("kube-proxy did not program the %d ports of %s: %v", len(multiPorts), multi, programmed())
+	}
+	// Its sync recorded: the failure count below is then there to read.
+	if _, ok := waitFor(30*time.Second, func() bool {
+		mfs, err := kubeProxyMetrics(ns)
+		return err == nil && mfs[kubeProxySyncDuration] != nil
+	}); !ok {
+		t.Fatalf("kube-proxy's /metrics has no %s", kubeProxySyncDuration)
+	}
+	before := listTable(t, ns)
+	t.Logf("kube-proxy's ClusterIP entries of %s:\n%s", multi, strings.Join(clusterIPElements(before, ip), "\n"))
+	loadScript(t, ns, cutEveryPort(before, ip))
+	want := withCut(before, ip+" . tcp . 80", ip+" . tcp . 9153")
+
+	// Chosen from the first pass, as by a watch already synced: the put
+	// back is the chosen Service's, not that of a Service not chosen.
+	g := startGuard(t, ns, 5*time.Second, multi)
+	watched := make(chan error, 1)
+	go func() { watched <- WatchServices(ctx, kube, g) }()
+	defer func() { cancel(); <-watched }() //nolint:errcheck // the watch ends with ctx's error
+	expect := func(what string) {
+		t.Helper()
+		var got []string
+		if _, ok := waitFor(10*time.Second, func() bool {
+			got = clusterIPElements(listTable(t, ns), ip)
+			return slices.Equal(got, clusterIPElements(want, ip))
+		}); !ok {
+			t.Fatalf("%s: ClusterIP entries of %s\n%s\nwant only tcp/80 and tcp/9153 cut:\n%s", what, multi,
+				strings.Join(got, "\n"), strings.Join(clusterIPElements(want, ip), "\n"))
+		}
+	}
+	expect("guarded")
+	if n := kubeProxySyncFailures(t, ns); n != 0 {
+		t.Errorf("guarded: kube-proxy counted %v failed nftables syncs", n)
+	}
+	if got := listTable(t, ns); got != want {
+		t.Errorf("guarding changed more than the cut ports:\n%s", lineDiff(want, got))
+	}
+	expectPorts(t, g, multi, multiCut, multiKept)
+
+	stopKP()
+	redel := 0
+	for _, s := range g.Status().Services {
+		redel = s.Redeletions
+	}
+	startKubeProxy(t, ns, kp, kubeconfig, node)
+	if _, ok := waitFor(60*time.Second, func() bool {
+		for _, s := range g.Status().Services {
+			return s.Redeletions > redel
+		}
+		return false
+	}); !ok {
+		t.Fatal("kube-proxy's restart restored nothing the guard saw")
+	}
+	expect("after kube-proxy restarted")
+	expectPorts(t, g, multi, multiCut, multiKept)
+}
+
+// multiPorts are default/multi's ports in the tests of what the guard cuts
+// (testdata/kube-proxy-v1.34-ports.nft is what kube-proxy v1.34.4 wrote for
+// them); multiCut and multiKept are what the guard's status says of them.
+var (
+	multiPorts = []corev1.ServicePort{
+		{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)},
+		{Name: "metrics", Port: 9153, Protocol: corev1.ProtocolTCP},
+		{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(5353)},
+		{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(5353)},
+		{Name: "assoc", Port: 9999, Protocol: corev1.ProtocolSCTP},
+		{Name: "syslog", Port: 514, Protocol: corev1.ProtocolUDP},
+	}
+	multiCut  = []string{"tcp/80", "tcp/9153"}
+	multiKept = []statusPort{
+		{Port: "sctp/9999", Reason: "sctp: not served by the agent"},
+		{Port: "tcp/53", Reason: "tcp/53: DNS passes through the capture"},
+		{Port: "udp/53", Reason: "udp: not served by the agent"},
+		{Port: "udp/514", Reason: "udp: not served by the agent"},
+	}
+)
+
 // realKubeProxy is what a test of the guard against a real kube-proxy
 // needs: a throwaway netns that reaches a real apiserver (envtest), the
 // kube-proxy binary (`make k8s-bins`), a client, the kubeconfig kube-proxy
@@ -281,6 +402,28 @@ func createNode(t *testing.T, kube kubernetes.Interface, name string) {
 // transactions from its /metrics (127.0.0.1:10249 inside ns).
 func kubeProxySyncFailures(t *testing.T, ns *netnstest.NS) float64 {
 	t.Helper()
+	mfs, err := kubeProxyMetrics(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A series per ip_family, absent until its first failure.
+	const name = "kubeproxy_sync_proxy_rules_nftables_sync_failures_total"
+	if _, ok := mfs[kubeProxySyncDuration]; !ok {
+		t.Fatalf("kube-proxy metrics lack %s: not kube-proxy's /metrics?", kubeProxySyncDuration)
+	}
+	var n float64
+	for _, m := range mfs[name].GetMetric() {
+		n += m.GetCounter().GetValue()
+	}
+	return n
+}
+
+// kubeProxySyncDuration is in kube-proxy's /metrics once a sync has been
+// recorded.
+const kubeProxySyncDuration = "kubeproxy_sync_proxy_rules_duration_seconds"
+
+// kubeProxyMetrics reads kube-proxy's /metrics (127.0.0.1:10249 inside ns).
+func kubeProxyMetrics(ns *netnstest.NS) (map[string]*dto.MetricFamily, error) {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
 			// The socket is made on a thread inside ns: it stays there.
@@ -294,34 +437,31 @@ func kubeProxySyncFailures(t *testing.T, ns *netnstest.NS) float64 {
 	defer client.CloseIdleConnections()
 	resp, err := client.Get("http://127.0.0.1:10249/metrics")
 	if err != nil {
-		t.Fatalf("kube-proxy metrics: %v", err)
+		return nil, fmt.Errorf("kube-proxy metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	mfs, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		t.Fatalf("kube-proxy metrics: %v", err)
+		return nil, fmt.Errorf("kube-proxy metrics: %w", err)
 	}
-	// A series per ip_family, absent until its first failure.
-	const name = "kubeproxy_sync_proxy_rules_nftables_sync_failures_total"
-	if _, ok := mfs["kubeproxy_sync_proxy_rules_duration_seconds"]; !ok {
-		t.Fatalf("kube-proxy metrics lack kubeproxy_sync_proxy_rules_duration_seconds: not kube-proxy's /metrics?")
-	}
-	var n float64
-	for _, m := range mfs[name].GetMetric() {
-		n += m.GetCounter().GetValue()
-	}
-	return n
+	return mfs, nil
 }
 
 func setEndpoints(t *testing.T, kube kubernetes.Interface, s types.NamespacedName, ips ...string) {
+	t.Helper()
+	setEndpointPorts(t, kube, s, []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}}, ips...)
+}
+
+// setEndpointPorts writes s's EndpointSlice: ips, each serving ports.
+func setEndpointPorts(t *testing.T, kube kubernetes.Interface, s types.NamespacedName, ports []discoveryv1.EndpointPort, ips ...string) {
 	t.Helper()
 	ctx := context.Background()
 	es := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name + "-1",
 			Labels: map[string]string{discoveryv1.LabelServiceName: s.Name}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Ports:       ports,
 	}
 	for _, ip := range ips {
 		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})

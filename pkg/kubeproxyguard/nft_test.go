@@ -280,7 +280,7 @@ func TestGuardV134(t *testing.T) {
 		"10.96.100.100 . tcp . 80 : goto service-C642UMGT-default/demo/tcp/http,",
 		"10.96.135.185 . tcp . 5353 comment \"default/empty:5353-53\" : goto reject-chain,",
 		"10.96.20.20 . tcp . 8080 : goto service-4BJXAE53-default/sticky/tcp/web,",
-		"10.96.30.30 . tcp . 53 : goto local-2Q7NANCK-default/local/tcp/dns,",
+		"10.96.30.30 . tcp . 5353 : goto local-2Q7NANCK-default/local/tcp/dns,",
 		"10.96.50.50 . tcp . 9000 comment \"default/remote-only:p\" : drop,",
 	)
 

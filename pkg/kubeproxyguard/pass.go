@@ -22,13 +22,15 @@ type pass struct {
 	cutErrs map[types.NamespacedName]error
 	cutDone time.Time // the cut transactions committed (start when none ran)
 
-	restoreErr error // the last failed restore transaction
+	restoreErr  error                          // the last failed restore transaction
+	restoreErrs map[types.NamespacedName]error // of chosen Services (their stale cuts)
 }
 
 // Reconcile runs one pass: it reads kube-proxy's ClusterIP entry points of
-// the chosen Services and cuts those it finds on kube-proxy's path
-// (kube-proxy wrote them first, or restored them), and with
-// Options.RestoreUnchosen puts back the cut ones of Services no longer
+// the chosen Services and cuts those of ports the meshed path takes over
+// that it finds on kube-proxy's path (kube-proxy wrote them first, or
+// restored them), puts back those of the other ports that a guard cut, and
+// with Options.RestoreUnchosen puts back the cut ones of Services no longer
 // chosen.
 func (g *Guard) Reconcile() (err error) {
 	g.passMu.Lock()
@@ -59,7 +61,7 @@ func (g *Guard) Reconcile() (err error) {
 		return err
 	}
 	g.cutOnPath(p)
-	g.restoreUnchosen(p)
+	g.restoreCuts(p)
 	g.recordServices(p)
 	// A failed transaction's error repeats for every Service of its group:
 	// one says it.
@@ -73,7 +75,7 @@ func (g *Guard) Reconcile() (err error) {
 func (g *Guard) beginPass() *pass {
 	g.mu.Lock()
 	p := &pass{observed: g.observed, want: make(map[types.NamespacedName]bool, len(g.services)),
-		authoritative: g.o.RestoreUnchosen && g.chosenKnown}
+		authoritative: g.o.RestoreUnchosen && g.chosenKnown, restoreErrs: map[types.NamespacedName]error{}}
 	g.observed = time.Time{}
 	for s := range g.services {
 		p.want[s] = true

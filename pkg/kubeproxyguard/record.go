@@ -27,6 +27,7 @@ func (g *Guard) recordNoTable() {
 	g.st.TablePresent = false
 	for _, s := range g.services {
 		s.state, s.remaining, s.seenOff = StateClean, nil, true
+		s.cutPorts, s.keptPorts = nil, nil
 	}
 }
 
@@ -44,6 +45,10 @@ func (g *Guard) recordServices(p *pass) {
 		if o == nil {
 			o = &objects{}
 		}
+		g.recordPorts(svc, st, o)
+		if err := p.restoreErrs[svc]; err != nil {
+			st.noteError(err) // restoreCuts logged it
+		}
 		switch {
 		case !slices.Contains(p.cut, svc):
 			st.seenOff = true
@@ -56,6 +61,29 @@ func (g *Guard) recordServices(p *pass) {
 		}
 		g.metrics.onPath.WithLabelValues(svc.Namespace, svc.Name).Set(boolFloat(st.state == StateOnPath))
 	}
+}
+
+// recordPorts records which ports of svc the guard cuts and which it leaves
+// to kube-proxy, and logs the latter when they change.
+func (g *Guard) recordPorts(svc types.NamespacedName, st *serviceState, o *objects) {
+	cut, kept := o.ports()
+	st.cutPorts = nil
+	for _, k := range cut {
+		st.cutPorts = append(st.cutPorts, k.port())
+	}
+	var keptPorts []KeptPort
+	var names, why []string
+	for _, k := range kept {
+		keptPorts = append(keptPorts, KeptPort{Port: k.port(), Reason: k.leftToKubeProxy()})
+		names = append(names, k.port())
+		if r := k.leftToKubeProxy(); !slices.Contains(why, r) {
+			why = append(why, r)
+		}
+	}
+	if len(keptPorts) > 0 && !slices.Equal(keptPorts, st.keptPorts) {
+		g.log.Info("leaving ports of a guarded Service on kube-proxy's path", "service", svc, "ports", names, "reasons", why)
+	}
+	st.keptPorts = keptPorts
 }
 
 // recordCut records a committed cut: a re-deletion, with its latency from
@@ -74,17 +102,22 @@ func (g *Guard) recordCut(p *pass, svc types.NamespacedName, st *serviceState, o
 		g.metrics.latency.Observe(st.lastLatency.Seconds())
 		g.log.Info("cut kube-proxy ClusterIP entries again", "service", svc, "latency", st.lastLatency)
 	} else {
-		g.log.Info("cut kube-proxy ClusterIP entries", "service", svc, "elements", len(o.Elements))
+		g.log.Info("cut kube-proxy ClusterIP entries", "service", svc, "ports", portNames(o.Elements))
 	}
 	st.seenOff = true
 	st.state, st.remaining = StateClean, nil
 }
 
 func (g *Guard) fail(svc types.NamespacedName, st *serviceState, err error) {
+	st.noteError(err)
+	g.log.Warn("guard transaction failed; retrying", "service", svc, "err", err)
+}
+
+// noteError counts a failed transaction of the Service in its status.
+func (st *serviceState) noteError(err error) {
 	st.errors++
 	st.lastError = err.Error()
 	st.lastErrorAt = time.Now()
-	g.log.Warn("guard transaction failed; retrying", "service", svc, "err", err)
 }
 
 func boolFloat(b bool) float64 {

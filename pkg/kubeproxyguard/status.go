@@ -13,7 +13,7 @@ import (
 const (
 	StateUnknown = "unknown" // no pass has looked yet
 	StateOnPath  = "on-path" // a ClusterIP entry of the Service is in the table (the last cut failed)
-	StateClean   = "clean"   // no ClusterIP entry of the Service left on kube-proxy's path (each cut, or gone)
+	StateClean   = "clean"   // no ClusterIP entry of a port the meshed path takes over left on kube-proxy's path (each cut, or gone)
 )
 
 // ObjectRef names one kube-proxy object. Elements are named as nft prints
@@ -44,6 +44,13 @@ type RefusedService struct {
 	Reason    string `json:"reason"`
 }
 
+// KeptPort is a port of a guarded Service that the guard leaves on
+// kube-proxy's path, and why: "udp/53", "udp: not served by the agent".
+type KeptPort struct {
+	Port   string `json:"port"`
+	Reason string `json:"reason"`
+}
+
 // MonitorStatus is the nft event subscription.
 type MonitorStatus struct {
 	Subscribed      bool   `json:"subscribed"`
@@ -57,6 +64,12 @@ type ServiceStatus struct {
 	Name         string    `json:"name"`
 	GuardedSince time.Time `json:"guardedSince"`
 	State        string    `json:"state"`
+	// CutPorts: the ports ("tcp/80") whose ClusterIP entries the guard
+	// cuts, the ones the meshed path takes over (contract.MeshServes), as
+	// the last pass found them.
+	CutPorts []string `json:"cutPorts"`
+	// KubeProxyPorts: the other ports, left on kube-proxy's path, and why.
+	KubeProxyPorts []KeptPort `json:"kubeProxyPorts"`
 	// Remaining: the ClusterIP entries the last pass failed to cut
 	// (empty when clean).
 	Remaining []ObjectRef `json:"remaining"`
@@ -94,6 +107,8 @@ func (g *Guard) Status() Status {
 			LastRedeletionLatencySeconds: st.lastLatency.Seconds(),
 			Errors:                       st.errors, LastError: st.lastError,
 		}
+		ss.CutPorts = append([]string{}, st.cutPorts...)
+		ss.KubeProxyPorts = append([]KeptPort{}, st.keptPorts...)
 		if !st.lastRedel.IsZero() {
 			t := st.lastRedel
 			ss.LastRedeletion = &t

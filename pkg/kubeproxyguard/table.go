@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 
 	"github.com/google/nftables"
@@ -43,6 +44,8 @@ const KindElement = "element"
 type element struct {
 	Map *nftables.Set
 	Key []byte
+	// Dest is Key taken apart: the ClusterIP, protocol and port it matches.
+	Dest mapKey
 	// Verdict and Comment are kube-proxy's: read from the element, or, for
 	// a cut one, from the guard's comment (Mark).
 	Verdict verdict
@@ -55,23 +58,41 @@ type element struct {
 }
 
 // objects is what the kube-proxy table holds of one Service's ClusterIP
-// entry points, one per port (and per ClusterIP).
+// entry points, one per port (and per ClusterIP), split by whether the
+// meshed path takes the port over from kube-proxy (mapKey.leftToKubeProxy):
+// only those are the guard's to cut.
 type objects struct {
-	Elements []element // on kube-proxy's path: as kube-proxy wrote them
-	Cut      []element // cut by the guard (verdict continue)
+	Elements []element // taken over, on kube-proxy's path: as kube-proxy wrote them
+	Cut      []element // taken over, cut by the guard (verdict continue)
+	Kept     []element // left to kube-proxy, on its path: the guard never cuts them
+	// Stale: left to kube-proxy, but cut, by a guard that cut every
+	// protocol and port; put back as kube-proxy wrote them (restoreCuts).
+	Stale []element
 }
 
 // onPath reports whether kube-proxy still (or again) routes or rejects the
-// Service's ClusterIP traffic.
+// Service's ClusterIP traffic on a port the meshed path takes over.
 func (o *objects) onPath() bool { return len(o.Elements) > 0 }
 
 // cutNames lists the cut elements as nft prints them.
 func (o *objects) cutNames() []ObjectRef {
 	var r []ObjectRef
-	for _, e := range o.Cut {
+	for _, e := range slices.Concat(o.Cut, o.Stale) {
 		r = append(r, ObjectRef{Kind: KindElement, Name: e.NftDesc})
 	}
 	return r
+}
+
+// ports lists, sorted, the Service's ports whose entries the guard cuts
+// (taken over) and those it leaves to kube-proxy.
+func (o *objects) ports() (cut, kept []mapKey) {
+	for _, e := range slices.Concat(o.Elements, o.Cut) {
+		cut = append(cut, e.Dest)
+	}
+	for _, e := range slices.Concat(o.Kept, o.Stale) {
+		kept = append(kept, e.Dest)
+	}
+	return sortedPorts(cut), sortedPorts(kept)
 }
 
 // names lists the objects for status and logs.
@@ -79,6 +100,19 @@ func (o *objects) names() []ObjectRef {
 	var r []ObjectRef
 	for _, e := range o.Elements {
 		r = append(r, ObjectRef{Kind: KindElement, Name: e.Desc})
+	}
+	return r
+}
+
+// portNames names the ports of elements, sorted: "tcp/53", "udp/53".
+func portNames(es []element) []string {
+	var keys []mapKey
+	for _, e := range es {
+		keys = append(keys, e.Dest)
+	}
+	var r []string
+	for _, k := range sortedPorts(keys) {
+		r = append(r, k.port())
 	}
 	return r
 }
@@ -108,7 +142,8 @@ func (g *Guard) read(want map[types.NamespacedName]bool) (*table, error) {
 
 // readTable reads the ClusterIP entry points on kube-proxy's path of the
 // Services in want (all Services when want is nil), and the guard's cut ones
-// of every Service (a Service no longer chosen is put back from them). An
+// of every Service (a Service no longer chosen is put back from them), each
+// sorted by whether the meshed path takes its port over (objects). An
 // element whose verdict is continue routes nothing (nft_do_chain goes on to
 // the next rule, as on no match): never on path; the guard's own are its
 // cuts, anyone else's are ignored. A table without the cluster-ips set is an
@@ -143,7 +178,6 @@ func readTable(c *nftables.Conn, want map[types.NamespacedName]bool) (*table, er
 	// the two reads until the next pass.
 	type candidate struct {
 		svc types.NamespacedName
-		ip  netip.Addr
 		el  element
 	}
 	var cands []candidate
@@ -171,11 +205,7 @@ func readTable(c *nftables.Conn, want map[types.NamespacedName]bool) (*table, er
 				// Service's ClusterIP.
 				continue
 			}
-			ip, ok := keyIP(e.Key)
-			if !ok {
-				continue
-			}
-			cands = append(cands, candidate{svc: svc, ip: ip, el: el})
+			cands = append(cands, candidate{svc: svc, el: el})
 		}
 	}
 	if len(cands) == 0 {
@@ -186,7 +216,7 @@ func readTable(c *nftables.Conn, want map[types.NamespacedName]bool) (*table, er
 		return nil, err
 	}
 	for _, cd := range cands {
-		if !clusterIPs[cd.ip] {
+		if !clusterIPs[cd.el.Dest.IP] {
 			continue // an external or load-balancer IP: kube-proxy's external path
 		}
 		o := tb.services[cd.svc]
@@ -194,10 +224,16 @@ func readTable(c *nftables.Conn, want map[types.NamespacedName]bool) (*table, er
 			o = &objects{}
 			tb.services[cd.svc] = o
 		}
-		if cd.el.Cut {
+		takenOver := cd.el.Dest.leftToKubeProxy() == ""
+		switch {
+		case cd.el.Cut && takenOver:
 			o.Cut = append(o.Cut, cd.el)
-		} else {
+		case cd.el.Cut:
+			o.Stale = append(o.Stale, cd.el)
+		case takenOver:
 			o.Elements = append(o.Elements, cd.el)
+		default:
+			o.Kept = append(o.Kept, cd.el)
 		}
 	}
 	return tb, nil
@@ -205,20 +241,25 @@ func readTable(c *nftables.Conn, want map[types.NamespacedName]bool) (*table, er
 
 // readElement reads an element of service-ips or no-endpoint-services:
 // kube-proxy's, or the guard's cut with kube-proxy's verdict and comment
-// taken from its mark. ok is false for a continue element that is not
-// the guard's, and for a cut whose original was not kept (its owner is
-// unknown: it stays cut until kube-proxy's next full sync).
+// taken from its mark. ok is false for a key not "ipv4_addr . inet_proto .
+// inet_service", for a continue element that is not the guard's, and for a
+// cut whose original was not kept (its owner is unknown: it stays cut until
+// kube-proxy's next full sync).
 func readElement(m *nftables.Set, e nftables.SetElement) (element, bool) {
+	dest, ok := parseMapKey(e.Key)
+	if !ok {
+		return element{}, false
+	}
 	v := decodeVerdict(e.Val)
 	if v.Code != int32(expr.VerdictContinue) {
-		return element{Map: m, Key: e.Key, Verdict: v, Comment: e.Comment, Desc: describe(m.Name, e.Key, v, e.Comment)}, true
+		return element{Map: m, Key: e.Key, Dest: dest, Verdict: v, Comment: e.Comment, Desc: describe(m.Name, e.Key, v, e.Comment)}, true
 	}
 	mark, ok := parseCutComment(e.Comment)
 	if !ok || !mark.restorable() {
 		return element{}, false
 	}
 	return element{
-		Map: m, Key: e.Key, Verdict: mark.Verdict, Comment: mark.Comment,
+		Map: m, Key: e.Key, Dest: dest, Verdict: mark.Verdict, Comment: mark.Comment,
 		Desc: describe(m.Name, e.Key, mark.Verdict, mark.Comment),
 		Cut:  true, NftDesc: describe(m.Name, e.Key, v, e.Comment),
 	}, true
@@ -243,7 +284,7 @@ func setIPs(c *nftables.Conn, s *nftables.Set) (map[netip.Addr]bool, error) {
 func (tb *table) cutServices() []types.NamespacedName {
 	var r []types.NamespacedName
 	for svc, o := range tb.services {
-		if len(o.Cut) > 0 {
+		if len(o.Cut)+len(o.Stale) > 0 {
 			r = append(r, svc)
 		}
 	}
