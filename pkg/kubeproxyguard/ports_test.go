@@ -14,8 +14,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/aether-mesh/svclb/internal/golden"
-	"github.com/aether-mesh/svclb/internal/netnstest"
+	"github.com/aether-mesh/svclb/internal/testing/golden"
+	"github.com/aether-mesh/svclb/internal/testing/netnstest"
 )
 
 // clusterIPElements lists, sorted, the elements of service-ips and
