@@ -179,13 +179,8 @@ func Run(ctx context.Context, cfg Config) error {
 	srv.SetDemandHandler(s)
 
 	node := func(o any) { s.setNode(nodeOf(cfg.NodeName, unwrap(o))) }
-	settings := func(o any) {
-		s.setPhases(phasesOf(log, unwrap(o), cfg.Phase1, cfg.Phase2))
-		s.setCDSMode(cdsModeOf(log, unwrap(o), cfg.CDSMode))
-		if s.enroll != nil {
-			s.enroll.setSelector(unwrap(o))
-		}
-	}
+	live := newLiveSettings(log, defaultSettings(cfg.Phase1, cfg.Phase2, cfg.CDSMode), s.applySettings)
+	settings := func(o any) { live.read(unwrap(o)) }
 	handlers := []struct {
 		inf         cache.SharedIndexInformer
 		set, delete func(any)
@@ -193,9 +188,9 @@ func Run(ctx context.Context, cfg Config) error {
 		{services.Informer(), s.serviceChanged, s.serviceChanged},
 		{sliceInf, s.sliceChanged, s.sliceChanged},
 		{podInf, func(any) { s.listenersChanged() }, func(any) { s.listenersChanged() }},
-		// Without its Node the agent has no zone; without the ConfigMap the flags decide.
+		// Without its Node the agent has no zone; without the ConfigMap the defaults decide.
 		{nodeInf, node, func(any) { s.setNode(translate.Node{Name: cfg.NodeName}) }},
-		{cmInf, settings, func(any) { s.setPhases(cfg.Phase1, cfg.Phase2); s.setCDSMode(cfg.CDSMode) }},
+		{cmInf, settings, func(any) { live.read(nil) }},
 	}
 	for _, h := range handlers {
 		_, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -234,6 +229,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if o, ok, _ := cmInf.GetStore().GetByKey(contract.Namespace + "/" + contract.AgentConfigMap); ok {
 		settings(o)
 	}
+	live.startedUp()
 	if o, ok, _ := nodeInf.GetStore().GetByKey(cfg.NodeName); ok {
 		node(o)
 	}

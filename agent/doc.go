@@ -6,10 +6,16 @@
 // Run is the whole agent; cmd/svclb-agent only parses flags.
 //
 // Phases: Phase 1 (svc: clusters) and Phase 2 (refusal access log) start from Config and then
-// follow ConfigMap svclb-agent in namespace svclb-system, keys "phase1" and "phase2" ("true" or
-// "false"; a missing or unparsable key (logged) takes the Config default; deleting the ConfigMap
-// returns to the defaults).
-// A flip re-renders the listeners in place: nothing is recreated.
+// follow ConfigMap svclb-agent in namespace svclb-system, keys "phase1" and "phase2" (exactly
+// "true" or "false"; a missing key takes the Config default; deleting the ConfigMap returns to
+// the defaults). A flip re-renders the listeners in place: nothing is recreated.
+//
+// The ConfigMap's keys (settings.go parses them all: phase1, phase2, cds, namespaceSelector): a
+// value that does not parse never changes its setting, which keeps its last good value (at
+// start-up, with none yet, the default, logged as an error); a key the agent does not know
+// changes nothing. Both are reported per key in /status "settingsErrors", in
+// svclb_agent_settings_errors{key}, and in one warning per change. docs/architecture.md lists
+// the accepted values.
 //
 // CDS mode: proactive (default) publishes a svc: cluster for every known Service port;
 // on-demand publishes only the names the node proxy asks for on its delta CDS subscription
@@ -33,7 +39,9 @@
 //	                 "netns": "/var/run/netns/cni-…", "name": "capture~default~client"}],
 //	  "rangeKnown": true, "range": ["10.96.0.0/16"],
 //	  "cds": "on-demand",                  // the CDS mode of the published snapshot
-//	  "demanded": 3, "pending": 0          // admitted on-demand names; refused names remembered
+//	  "demanded": 3, "pending": 0,         // admitted on-demand names; refused names remembered
+//	  "settingsErrors": [{"key": "phase1", "value": "\"off\"", "kept": "false",
+//	                      "reason": "want \"true\" or \"false\""}]  // [] when the ConfigMap is good
 //	}
 //
 // A test that flips a phase waits until every node's /status shows the new phases.
@@ -47,7 +55,8 @@
 // svclb_xds_nacks_total, svclb_ondemand_admitted_total, svclb_ondemand_refused_total{reason}
 // (malformed, external, no-service, port-not-declared, over-cap, kube-proxy),
 // svclb_ondemand_demanded, svclb_ondemand_pending (refused names the proxy keeps subscribed),
-// svclb_service_range_known (1/0).
+// svclb_service_range_known (1/0), svclb_agent_settings_errors{key} (1 while the ConfigMap key's
+// value is bad; key="unknown" counts the keys the agent does not know).
 //
 // The apiserver's Service (contract.APIServerService) stays kube-proxy's: no svc: cluster, and
 // its ClusterIP passes through the capture listener in every phase. A Service range the agent

@@ -80,7 +80,7 @@ func newEnrollment(log *slog.Logger, node string, pods cache.Store, namespaces c
 			return nil, fmt.Errorf("enrollment metrics: %w", err)
 		}
 	}
-	e.setSelector(nil)
+	e.setSelector(defaultSelector())
 	// A namespace relabelled changes which running pods are enrolled but uncaptured.
 	if _, err := namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { e.changed() }, UpdateFunc: func(any, any) { e.changed() }, DeleteFunc: func(any) { e.changed() },
@@ -90,21 +90,8 @@ func newEnrollment(log *slog.Logger, node string, pods cache.Store, namespaces c
 	return e, nil
 }
 
-// setSelector reads the namespace selector from the agent ConfigMap (nil: the default). A
-// selector that does not parse keeps the previous one.
-func (e *enrollment) setSelector(o any) {
-	text := contract.DefaultNamespaceSelector
-	if cm, ok := o.(*corev1.ConfigMap); ok {
-		if v, ok := cm.Data[contract.KeyNamespaceSelector]; ok {
-			text = v
-		}
-	}
-	sel, err := labels.Parse(text)
-	if err != nil {
-		e.log.Error("ignoring unparsable namespace selector in ConfigMap", "configmap", contract.Namespace+"/"+contract.AgentConfigMap,
-			"key", contract.KeyNamespaceSelector, "value", text, "error", err)
-		return
-	}
+// setSelector sets the namespace selector (settings.go parses it from the ConfigMap).
+func (e *enrollment) setSelector(text string, sel labels.Selector) {
 	e.mu.Lock()
 	moved := text != e.selText
 	e.selector, e.selText = sel, text

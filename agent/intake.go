@@ -4,6 +4,7 @@
 package agent
 
 import (
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -103,6 +104,26 @@ func (s *syncer) setPhases(p1, p2 bool) {
 	s.mu.Unlock()
 	if changed {
 		s.log.Info("phases changed", "phase1", p1, "phase2", p2)
+		s.signal()
+	}
+}
+
+// applySettings puts the ConfigMap's settings in effect; errs, its keys whose values are not
+// used, go to /status (a sync publishes them even when no setting moved).
+func (s *syncer) applySettings(st settings, errs []SettingError) {
+	s.setPhases(st.phase1, st.phase2)
+	s.setCDSMode(st.cds)
+	if s.enroll != nil {
+		s.enroll.setSelector(st.selector, st.sel)
+	}
+	if errs == nil {
+		errs = []SettingError{}
+	}
+	s.mu.Lock()
+	changed := !slices.Equal(s.settingsErrs, errs)
+	s.settingsErrs = errs
+	s.mu.Unlock()
+	if changed {
 		s.signal()
 	}
 }

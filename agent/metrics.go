@@ -4,6 +4,7 @@ package agent
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -20,6 +21,27 @@ type metrics struct {
 	odAdmitted            prometheus.Counter
 	odRefused             *prometheus.CounterVec
 	odDemanded, odPending prometheus.Gauge
+
+	settingsErrors *prometheus.GaugeVec // by ConfigMap key (settingsErrorKeys)
+}
+
+// settingsErrorKeys are the values of contract.MetricSettingsErrors's label: the keys the agent
+// reads, and one for all the keys it does not know.
+var settingsErrorKeys = append(slices.Clone(settingsKeys), contract.SettingsKeyUnknown)
+
+// setSettingsErrors sets contract.MetricSettingsErrors from the ConfigMap's errors.
+func (m *metrics) setSettingsErrors(errs []SettingError) {
+	n := map[string]int{}
+	for _, e := range errs {
+		k := e.Key
+		if !slices.Contains(settingsKeys, k) {
+			k = contract.SettingsKeyUnknown
+		}
+		n[k]++
+	}
+	for _, k := range settingsErrorKeys {
+		m.settingsErrors.WithLabelValues(k).Set(float64(n[k]))
+	}
 }
 
 // programmingBuckets are kube-proxy's for kubeproxy_network_programming_duration_seconds, so
@@ -66,13 +88,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{contract.LabelReason}),
 		odDemanded: g(contract.MetricOnDemandDemanded, "Admitted on-demand cluster names."),
 		odPending:  g(contract.MetricOnDemandPending, "Refused names remembered and admitted once they become known Service ports."),
+		settingsErrors: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: contract.MetricSettingsErrors,
+			Help: "Per key of the agent ConfigMap, 1 while its value does not parse (the setting keeps its last good value; /status settingsErrors names it); key=\"" + contract.SettingsKeyUnknown + "\" counts the keys the agent does not know.",
+		}, []string{contract.LabelKey}),
 		rangeKnown: g(contract.MetricServiceRangeKnown, "1 while the Service range is known (a ServiceCIDR with an IPv4 CIDR, or --service-range); 0: every captured connection passes through to kube-proxy."),
 	}
 	for _, r := range refusalReasons {
 		m.odRefused.WithLabelValues(r)
 	}
+	m.setSettingsErrors(nil)
 	for _, c := range []prometheus.Collector{m.version, m.clusters, m.endpoints, m.listeners, m.resources, m.push, m.programming, m.rejected,
-		m.odAdmitted, m.odRefused, m.odDemanded, m.odPending, m.rangeKnown} {
+		m.odAdmitted, m.odRefused, m.odDemanded, m.odPending, m.rangeKnown, m.settingsErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

@@ -428,27 +428,6 @@ func TestPendingSetKeepsOrder(t *testing.T) {
 	}
 }
 
-func TestCDSModeOf(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, tc := range []struct {
-		data map[string]string
-		def  CDSMode
-		want CDSMode
-	}{
-		{map[string]string{"cds": "on-demand"}, CDSProactive, CDSOnDemand},
-		{map[string]string{"cds": "proactive"}, CDSOnDemand, CDSProactive},
-		{map[string]string{}, CDSOnDemand, CDSOnDemand},
-		{map[string]string{"cds": "ondemand"}, CDSProactive, CDSProactive},
-	} {
-		if got := cdsModeOf(log, &corev1.ConfigMap{Data: tc.data}, tc.def); got != tc.want {
-			t.Errorf("%v (default %s): %s, want %s", tc.data, tc.def, got, tc.want)
-		}
-	}
-	if _, err := ParseCDSMode("On-Demand"); err == nil {
-		t.Error("ParseCDSMode accepted a misspelling")
-	}
-}
-
 // A scan of the range is summed into one log line per reason per sync, not one per name.
 func TestOnDemandRefusalsLogSummed(t *testing.T) {
 	f := newFixture(t)

@@ -3,8 +3,10 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -192,4 +194,165 @@ func TestRunOnDemand(t *testing.T) {
 	if got := cl.Names(resourcev3.ClusterType); !slices.Equal(got, want) {
 		t.Fatalf("first snapshot after restart %v, want %v", got, want)
 	}
+}
+
+// TestRunSettingsBadValues runs the whole agent against a real kube-apiserver through agent
+// ConfigMaps with bad values: a value that does not parse never changes its setting (it keeps
+// the last good one; at start-up, before any, the Config default), /status and the metric name
+// it, the agent warns once per change of the ConfigMap, and a fixed value clears it.
+func TestRunSettingsBadValues(t *testing.T) {
+	rc, c, ctx, _ := startAPIServer(t)
+	cms := c.CoreV1().ConfigMaps(contract.Namespace)
+	cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: contract.AgentConfigMap},
+		Data: map[string]string{contract.KeyPhase1: "maybe", "phase_1": "false", contract.KeyCDS: "on-demand", contract.KeyNamespaceSelector: "team=a"}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(mutate func(map[string]string)) {
+		t.Helper()
+		mutate(cm.Data)
+		if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	logs := &lockedBuffer{}
+	addr, _ := startAgent(ctx, t, agent.Config{NodeName: node, RestConfig: rc, XDSSocket: filepath.Join(dir, "xds.sock"), NetnsDir: dir,
+		EnrollSocket: filepath.Join(dir, "enroll.sock"), Phase1: true, Phase2: true, CDSMode: agent.CDSProactive,
+		Debounce: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	// warnings counts the warnings (and errors) about the ConfigMap.
+	warnings := func() int {
+		n := 0
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "configmap="+contract.Namespace+"/"+contract.AgentConfigMap) &&
+				(strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR")) {
+				n++
+			}
+		}
+		return n
+	}
+	// wantErr checks the error /status reports for key: the bad value quoted, the value kept.
+	wantErr := func(errs map[string]map[string]string, key, value, kept string) {
+		t.Helper()
+		e, ok := errs[key]
+		switch {
+		case !ok:
+			t.Errorf("/status settingsErrors has no %s: %v", key, errs)
+		case e["value"] != value || e["kept"] != kept || e["reason"] == "":
+			t.Errorf("/status settingsErrors %s = %v, want value %s, kept %q and a reason", key, e, value, kept)
+		}
+		if g := settingsErrorGauge(t, addr, key); g != 1 {
+			t.Errorf("%s{key=%q} = %v, want 1", contract.MetricSettingsErrors, key, g)
+		}
+	}
+
+	// Start-up: phase1 "maybe" has no good value to keep, so the Config default (on) holds.
+	st, errs := status(t, addr), settingsErrors(t, addr)
+	if !st.Phase1 || st.CDS != agent.CDSOnDemand || st.Enrollment == nil || st.Enrollment.NamespaceSelector != "team=a" {
+		t.Fatalf("start-up: phase1 %v cds %s enrollment %+v, want true (the default), on-demand, team=a", st.Phase1, st.CDS, st.Enrollment)
+	}
+	wantErr(errs, contract.KeyPhase1, `"maybe"`, "true")
+	if e, ok := errs["phase_1"]; !ok || e["value"] != `"false"` {
+		t.Errorf("the unknown key phase_1 is not reported: %v", errs)
+	}
+	if g := settingsErrorGauge(t, addr, contract.SettingsKeyUnknown); g != 1 {
+		t.Errorf("%s{key=%q} = %v, want 1", contract.MetricSettingsErrors, contract.SettingsKeyUnknown, g)
+	}
+
+	// Good values clear the errors.
+	update(func(d map[string]string) { d[contract.KeyPhase1] = "false"; delete(d, "phase_1") })
+	adstest.Eventually(t, "phase1 off and no errors", func() bool { return !status(t, addr).Phase1 && len(settingsErrors(t, addr)) == 0 })
+	if n := warnings(); n != 1 {
+		t.Errorf("%d warnings about the start-up ConfigMap, want 1:\n%s", n, logs.String())
+	}
+
+	// phase1 "off" with Phase 1 off: it stays off.
+	update(func(d map[string]string) { d[contract.KeyPhase1] = "off" })
+	adstest.Eventually(t, "phase1 off reported", func() bool {
+		_, bad := settingsErrors(t, addr)[contract.KeyPhase1]
+		return bad || status(t, addr).Phase1
+	})
+	if status(t, addr).Phase1 {
+		t.Fatal(`phase1 "off" turned Phase 1 on`)
+	}
+	wantErr(settingsErrors(t, addr), contract.KeyPhase1, `"off"`, "false")
+
+	// A change that is not of the data logs nothing; cds "x" keeps on-demand.
+	cm.Labels = map[string]string{"touched": "yes"}
+	update(func(d map[string]string) {})
+	update(func(d map[string]string) { d[contract.KeyCDS] = "x" })
+	adstest.Eventually(t, "cds x reported", func() bool {
+		_, bad := settingsErrors(t, addr)[contract.KeyCDS]
+		return bad || status(t, addr).CDS != agent.CDSOnDemand
+	})
+	if m := status(t, addr).CDS; m != agent.CDSOnDemand {
+		t.Fatalf(`cds "x" switched the mode to %s`, m)
+	}
+	errs = settingsErrors(t, addr)
+	wantErr(errs, contract.KeyCDS, `"x"`, "on-demand")
+	wantErr(errs, contract.KeyPhase1, `"off"`, "false")
+
+	// A selector that does not parse keeps the previous one.
+	update(func(d map[string]string) { d[contract.KeyNamespaceSelector] = "team in (a" })
+	adstest.Eventually(t, "the bad selector reported", func() bool {
+		_, bad := settingsErrors(t, addr)[contract.KeyNamespaceSelector]
+		return bad
+	})
+	if sel := status(t, addr).Enrollment.NamespaceSelector; sel != "team=a" {
+		t.Fatalf("a bad selector moved the selector to %q", sel)
+	}
+	wantErr(settingsErrors(t, addr), contract.KeyNamespaceSelector, `"team in (a"`, "team=a")
+	if n := warnings(); n != 4 {
+		t.Errorf("%d warnings about the ConfigMap, want 4 (start-up, phase1, cds, selector):\n%s", n, logs.String())
+	}
+
+	// Fixed: every error clears, the gauges return to 0.
+	update(func(d map[string]string) {
+		d[contract.KeyPhase1], d[contract.KeyCDS], d[contract.KeyNamespaceSelector] = "true", "proactive", "team=b"
+	})
+	adstest.Eventually(t, "fixed values in effect, no errors", func() bool {
+		st := status(t, addr)
+		return st.Phase1 && st.CDS == agent.CDSProactive && st.Enrollment.NamespaceSelector == "team=b" && len(settingsErrors(t, addr)) == 0
+	})
+	for _, k := range []string{contract.KeyPhase1, contract.KeyPhase2, contract.KeyCDS, contract.KeyNamespaceSelector, contract.SettingsKeyUnknown} {
+		if g := settingsErrorGauge(t, addr, k); g != 0 {
+			t.Errorf("%s{key=%q} = %v after the fix, want 0", contract.MetricSettingsErrors, k, g)
+		}
+	}
+}
+
+// settingsErrors reads /status's settingsErrors by key, as the JSON document spells them (the
+// field names are what operators and docs/architecture.md read).
+func settingsErrors(t *testing.T, addr string) map[string]map[string]string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/status")
+	if err != nil {
+		t.Fatalf("/status: %v", err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		SettingsErrors []map[string]string `json:"settingsErrors"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatalf("/status: %v", err)
+	}
+	out := map[string]map[string]string{}
+	for _, e := range doc.SettingsErrors {
+		out[e["key"]] = e
+	}
+	return out
+}
+
+// settingsErrorGauge reads contract.MetricSettingsErrors{key}; -1: no such series.
+func settingsErrorGauge(t *testing.T, addr, key string) float64 {
+	t.Helper()
+	for _, m := range families(t, addr)[contract.MetricSettingsErrors].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == contract.LabelKey && l.GetValue() == key {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
 }

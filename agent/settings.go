@@ -1,12 +1,21 @@
-// Settings: what the agent's ConfigMap and its Node say (phases, zone).
+// Settings: what the agent's ConfigMap and its Node say (phases, CDS mode, namespace selector,
+// zone). All of the ConfigMap's parsing is here.
 
 package agent
 
 import (
+	"cmp"
+	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/aether-mesh/svclb/internal/translate"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -20,22 +29,219 @@ func nodeOf(name string, o any) translate.Node {
 	return n
 }
 
-func phasesOf(log *slog.Logger, o any, p1, p2 bool) (bool, bool) {
-	cm, ok := o.(*corev1.ConfigMap)
-	if !ok {
-		return p1, p2
+// settings are the agent's live settings, one per key of the ConfigMap.
+type settings struct {
+	phase1, phase2 bool            // contract.KeyPhase1, KeyPhase2
+	cds            CDSMode         // contract.KeyCDS
+	selector       string          // contract.KeyNamespaceSelector, as written
+	sel            labels.Selector // selector, parsed
+}
+
+// defaultSettings are the settings before any ConfigMap: the flags', and the default selector.
+func defaultSettings(phase1, phase2 bool, cds CDSMode) settings {
+	text, sel := defaultSelector()
+	return settings{phase1: phase1, phase2: phase2, cds: cds, selector: text, sel: sel}
+}
+
+// defaultSelector is contract.DefaultNamespaceSelector, parsed.
+func defaultSelector() (string, labels.Selector) {
+	sel, err := labels.Parse(contract.DefaultNamespaceSelector)
+	if err != nil {
+		panic(fmt.Sprintf("contract.DefaultNamespaceSelector: %v", err))
 	}
-	parse := func(key string, def bool) bool {
-		v, ok := cm.Data[key]
+	return contract.DefaultNamespaceSelector, sel
+}
+
+// SettingError is a ConfigMap key whose value the agent does not use (/status "settingsErrors").
+type SettingError struct {
+	Key string `json:"key"`
+	// Value is the value refused, Go-quoted; one longer than maxShownValue bytes is cut there
+	// and its length added.
+	Value string `json:"value"`
+	// Kept is the value in effect instead, as the ConfigMap would spell it; "" for a key the
+	// agent does not know.
+	Kept   string `json:"kept"`
+	Reason string `json:"reason"`
+}
+
+// maxShownValue and maxShownReason bound what a bad value puts into /status and the log: the
+// ConfigMap is the operator's, up to 1 MiB.
+const (
+	maxShownValue  = 64
+	maxShownReason = 256
+)
+
+// errBool is the phases' grammar: strictly what the docs say, so that a value meant as "off"
+// never reads as anything (strconv.ParseBool would take "0", "F" and "TRUE", and refuse "off").
+var errBool = errors.New(`want "true" or "false"`)
+
+func parseBool(s string) (bool, error) {
+	switch s {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, errBool
+}
+
+// parseCDS is the CDS mode's grammar, the --cds flag's and the ConfigMap's: exactly one of the
+// modes' names.
+func parseCDS(s string) (CDSMode, error) {
+	switch m := CDSMode(s); m {
+	case CDSProactive, CDSOnDemand:
+		return m, nil
+	}
+	return "", fmt.Errorf("want %q or %q", CDSProactive, CDSOnDemand)
+}
+
+// ParseCDSMode parses a --cds flag value.
+func ParseCDSMode(s string) (CDSMode, error) {
+	m, err := parseCDS(s)
+	if err != nil {
+		return "", fmt.Errorf("CDS mode %q: %w", s, err)
+	}
+	return m, nil
+}
+
+// parseSettings turns the ConfigMap's data into the settings in effect. Each key sets its own
+// setting: a value that parses sets it, an absent key takes def's, and a value that does not
+// parse keeps last's (the setting's last good value; at start-up, def's) and is reported. So is
+// a key the agent does not know; it changes nothing. The errors are sorted by key.
+func parseSettings(data map[string]string, def, last settings) (settings, []SettingError) {
+	cur := def
+	var errs []SettingError
+	refuse := func(key, value, kept string, err error) {
+		errs = append(errs, SettingError{Key: key, Value: shownValue(value), Kept: kept, Reason: clip(err.Error(), maxShownReason)})
+	}
+	phase := func(key string, set *bool, last bool) {
+		v, ok := data[key]
 		if !ok {
-			return def
+			return
 		}
-		b, err := strconv.ParseBool(v)
+		b, err := parseBool(v)
 		if err != nil {
-			log.Error("ignoring unparsable phase in ConfigMap", "configmap", contract.Namespace+"/"+contract.AgentConfigMap, "key", key, "value", v)
-			return def
+			*set = last
+			refuse(key, v, strconv.FormatBool(last), err)
+			return
 		}
-		return b
+		*set = b
 	}
-	return parse(contract.KeyPhase1, p1), parse(contract.KeyPhase2, p2)
+	phase(contract.KeyPhase1, &cur.phase1, last.phase1)
+	phase(contract.KeyPhase2, &cur.phase2, last.phase2)
+	if v, ok := data[contract.KeyCDS]; ok {
+		m, err := parseCDS(v)
+		if err != nil {
+			m = last.cds
+			refuse(contract.KeyCDS, v, string(m), err)
+		}
+		cur.cds = m
+	}
+	if v, ok := data[contract.KeyNamespaceSelector]; ok {
+		sel, err := labels.Parse(v)
+		if err != nil {
+			cur.selector, cur.sel = last.selector, last.sel
+			refuse(contract.KeyNamespaceSelector, v, last.selector, err)
+		} else {
+			cur.selector, cur.sel = v, sel
+		}
+	}
+	for k, v := range data {
+		if !slices.Contains(settingsKeys, k) {
+			refuse(k, v, "", fmt.Errorf("unknown key: the agent reads %s", strings.Join(settingsKeys, ", ")))
+		}
+	}
+	slices.SortFunc(errs, func(a, b SettingError) int { return cmp.Compare(a.Key, b.Key) })
+	return cur, errs
+}
+
+// settingsKeys are the ConfigMap keys the agent reads.
+var settingsKeys = []string{contract.KeyCDS, contract.KeyNamespaceSelector, contract.KeyPhase1, contract.KeyPhase2}
+
+// shownValue quotes v, cut to maxShownValue bytes (at a rune boundary).
+func shownValue(v string) string {
+	if len(v) <= maxShownValue {
+		return strconv.Quote(v)
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(cutRunes(v, maxShownValue)), len(v))
+}
+
+// clip cuts s to at most n bytes (at a rune boundary), marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return cutRunes(s, n) + "…"
+}
+
+func cutRunes(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// liveSettings reads the ConfigMap on every change of it: it keeps the settings in effect, so a
+// bad value keeps the last good one, hands them to apply, and logs each change of the
+// ConfigMap's errors once (the informer may deliver the same ConfigMap again, and Run reads it
+// once more at start-up).
+type liveSettings struct {
+	log   *slog.Logger
+	def   settings
+	apply func(settings, []SettingError)
+
+	mu      sync.Mutex // Run's read at start-up and the informer's handler, applied in order
+	cur     settings
+	errs    []SettingError
+	running bool // start-up is over: what is in effect was in effect before
+}
+
+func newLiveSettings(log *slog.Logger, def settings, apply func(settings, []SettingError)) *liveSettings {
+	return &liveSettings{log: log, def: def, apply: apply, cur: def}
+}
+
+// read applies the ConfigMap o (nil or not a ConfigMap: deleted, so the defaults) and returns
+// the settings in effect and its errors.
+func (l *liveSettings) read(o any) (settings, []SettingError) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur, errs := l.def, []SettingError(nil)
+	if cm, ok := o.(*corev1.ConfigMap); ok {
+		cur, errs = parseSettings(cm.Data, l.def, l.cur)
+	}
+	if !slices.Equal(errs, l.errs) {
+		l.report(errs)
+	}
+	l.cur, l.errs = cur, errs
+	l.apply(cur, slices.Clone(errs))
+	return cur, errs
+}
+
+// startedUp says start-up is over: from now on a bad value keeps a value that was in effect.
+func (l *liveSettings) startedUp() {
+	l.mu.Lock()
+	l.running = true
+	l.mu.Unlock()
+}
+
+// report logs the ConfigMap's errors, which just changed: one line for all of them. At start-up
+// there was no good value to keep, so the defaults hold: an error, not a warning.
+func (l *liveSettings) report(errs []SettingError) {
+	attrs := []any{"configmap", contract.Namespace + "/" + contract.AgentConfigMap}
+	if len(errs) == 0 {
+		l.log.Info("every value of the agent ConfigMap is in effect", attrs...)
+		return
+	}
+	for _, e := range errs {
+		g := []any{"value", e.Value, "reason", e.Reason}
+		if slices.Contains(settingsKeys, e.Key) {
+			g = append(g, "kept", e.Kept)
+		}
+		attrs = append(attrs, slog.Group(e.Key, g...))
+	}
+	if !l.running {
+		l.log.Error("agent ConfigMap values not used at start-up: with no good value yet, their defaults hold", attrs...)
+		return
+	}
+	l.log.Warn("agent ConfigMap values not used: their settings keep their last good values", attrs...)
 }

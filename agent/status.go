@@ -28,6 +28,9 @@ type Status struct {
 	CDS             CDSMode          `json:"cds"`
 	Demanded        int              `json:"demanded"`
 	Pending         int              `json:"pending"`
+	// SettingsErrors are the agent ConfigMap's keys whose values are not in effect (bad values,
+	// unknown keys), by key; empty when every value is.
+	SettingsErrors []SettingError `json:"settingsErrors"`
 	// Enrollment is set when the agent serves the CNI plugin.
 	Enrollment *EnrollmentStatus `json:"enrollment,omitempty"`
 }
@@ -61,10 +64,10 @@ func (s *syncer) handler(reg *prometheus.Registry, ready func() bool) http.Handl
 
 // publishStatus stores the /status document of the sync just done and sets the gauges that
 // mirror it.
-func (s *syncer) publishStatus(node translate.Node, p1, p2 bool, mode CDSMode, lst []ListenerStatus, listenersBuilt bool) {
+func (s *syncer) publishStatus(node translate.Node, p1, p2 bool, mode CDSMode, settingsErrs []SettingError, lst []ListenerStatus, listenersBuilt bool) {
 	old := s.status.Load()
 	st := &Status{Node: node.Name, Zone: node.Zone, Phase1: p1, Phase2: p2, SnapshotVersion: s.version, Listeners: old.Listeners, Range: []string{},
-		CDS: mode, Demanded: len(s.demand.admitted), Pending: s.demand.pending.len(), Enrollment: s.enroll.status()}
+		CDS: mode, Demanded: len(s.demand.admitted), Pending: s.demand.pending.len(), SettingsErrors: settingsErrs, Enrollment: s.enroll.status()}
 	if listenersBuilt {
 		st.Listeners = lst
 		if st.Listeners == nil {
@@ -89,6 +92,7 @@ func (s *syncer) publishStatus(node translate.Node, p1, p2 bool, mode CDSMode, l
 	s.m.resources.Set(float64(len(s.set.Clusters) + len(s.set.Loads) + len(s.set.Listeners)))
 	s.m.odDemanded.Set(float64(st.Demanded))
 	s.m.odPending.Set(float64(st.Pending))
+	s.m.setSettingsErrors(settingsErrs)
 }
 
 // rangeState is what the agent last said about the Service range.

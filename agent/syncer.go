@@ -71,8 +71,9 @@ type syncer struct {
 	node           translate.Node
 	phase1, phase2 bool
 	mode           CDSMode
-	demandOps      []demandOp // the proxy's CDS requests since the last sync, in order
-	restored       []string   // names loaded from the demand file, for the first sync
+	settingsErrs   []SettingError // the ConfigMap's keys whose values are not used
+	demandOps      []demandOp     // the proxy's CDS requests since the last sync, in order
+	restored       []string       // names loaded from the demand file, for the first sync
 	kick           chan struct{}
 	retry          *time.Timer // rechecks unresolved captured pods
 	clock          clock.Clock // times the coalescing windows (coalesce.go)
@@ -98,7 +99,7 @@ func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceList
 		log: log, pub: pub, services: services, slices: slices, pods: pods, netns: netns, svcIndex: svcIndex, m: m,
 		dirty: map[k8stypes.NamespacedName]struct{}{}, triggers: map[k8stypes.NamespacedName]time.Time{},
 		dirtyAll: true, dirtyListeners: true, node: node, phase1: phase1, phase2: phase2,
-		mode: CDSProactive, demand: newDemand(DefaultOnDemandMax, ""),
+		mode: CDSProactive, settingsErrs: []SettingError{}, demand: newDemand(DefaultOnDemandMax, ""),
 		kick: make(chan struct{}, 1), clock: clock.RealClock{}, maxCoalesce: maxCoalesce,
 		set: translate.Set{
 			Clusters:  map[string]*clusterv3.Cluster{},
@@ -108,7 +109,8 @@ func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceList
 		bySvc: map[k8stypes.NamespacedName][]string{}, owner: map[string]k8stypes.NamespacedName{},
 		endpoints: map[k8stypes.NamespacedName]int{},
 	}
-	s.status.Store(&Status{Node: node.Name, Zone: node.Zone, Phase1: phase1, Phase2: phase2, Listeners: []ListenerStatus{}, CDS: CDSProactive})
+	s.status.Store(&Status{Node: node.Name, Zone: node.Zone, Phase1: phase1, Phase2: phase2, Listeners: []ListenerStatus{}, CDS: CDSProactive,
+		SettingsErrors: []SettingError{}})
 	return s
 }
 
@@ -163,7 +165,7 @@ func (s *syncer) loop(ctx context.Context, rangeChanged func() <-chan struct{}, 
 func (s *syncer) sync() error {
 	s.mu.Lock()
 	dirty, triggers, all, listeners := s.dirty, s.triggers, s.dirtyAll, s.dirtyListeners
-	node, p1, p2, mode := s.node, s.phase1, s.phase2, s.mode
+	node, p1, p2, mode, settingsErrs := s.node, s.phase1, s.phase2, s.mode, s.settingsErrs
 	ops, restored := s.demandOps, s.restored
 	s.dirty, s.triggers = map[k8stypes.NamespacedName]struct{}{}, map[k8stypes.NamespacedName]time.Time{}
 	s.dirtyAll, s.dirtyListeners = false, false
@@ -234,7 +236,7 @@ func (s *syncer) sync() error {
 		s.m.push.Observe(now.Sub(start).Seconds())
 	}
 	s.saveDemand()
-	s.publishStatus(node, p1, p2, mode, lst, listeners)
+	s.publishStatus(node, p1, p2, mode, settingsErrs, lst, listeners)
 	if unresolved > 0 {
 		s.mu.Lock()
 		if s.retry == nil {

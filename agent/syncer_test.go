@@ -385,26 +385,6 @@ func TestInvalidNeverPublished(t *testing.T) {
 	}
 }
 
-func TestPhasesOf(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cm := func(d map[string]string) *corev1.ConfigMap { return &corev1.ConfigMap{Data: d} }
-	for _, tc := range []struct {
-		data         map[string]string
-		def1, def2   bool
-		want1, want2 bool
-	}{
-		{map[string]string{"phase1": "true", "phase2": "false"}, false, true, true, false},
-		{map[string]string{}, true, false, true, false},
-		{map[string]string{"phase1": "maybe"}, true, true, true, true},
-		{map[string]string{"phase1": "false"}, true, true, false, true},
-	} {
-		p1, p2 := phasesOf(log, cm(tc.data), tc.def1, tc.def2)
-		if p1 != tc.want1 || p2 != tc.want2 {
-			t.Errorf("%v: got %v,%v want %v,%v", tc.data, p1, p2, tc.want1, tc.want2)
-		}
-	}
-}
-
 // TestLoopCoalescesBursts: a burst of changes to 200 Services costs at most two pushes (the
 // first change at once, the rest together after the debounce), and nothing is lost.
 func TestLoopCoalescesBursts(t *testing.T) {

@@ -38,6 +38,14 @@ const (
 	// not: then no destination is treated as a Service and every captured
 	// connection passes through to kube-proxy.
 	MetricServiceRangeKnown = "svclb_service_range_known"
+
+	// MetricSettingsErrors is svclb_agent_settings_errors{key}: per key of AgentConfigMap, 1
+	// while its value does not parse (the setting keeps its last good value; /status
+	// "settingsErrors" names it), else 0. Label key is KeyPhase1, KeyPhase2, KeyCDS,
+	// KeyNamespaceSelector, or SettingsKeyUnknown, which counts the keys the agent does not
+	// know (one series for all of them: the ConfigMap's keys are not the metric's to name).
+	MetricSettingsErrors = "svclb_agent_settings_errors"
+	SettingsKeyUnknown   = "unknown"
 )
 
 // Label names of the agent's series.
@@ -45,6 +53,7 @@ const (
 	LabelReason    = "reason"
 	LabelNamespace = "namespace"
 	LabelService   = "service"
+	LabelKey       = "key"
 )
 
 // Refusal reasons: the values of LabelReason.

@@ -16,8 +16,9 @@ const (
 	// AgentConfigMap carries the agent's live settings (keys below).
 	AgentConfigMap = "svclb-agent"
 	// KeyPhase1 and KeyPhase2 switch Phase 1 (svc: clusters) and Phase 2
-	// (refusals) ("true"/"false"); KeyCDS is the CDS mode ("proactive" or
-	// "on-demand").
+	// (refusals) (exactly "true"/"false"); KeyCDS is the CDS mode ("proactive"
+	// or "on-demand"). KeyNamespaceSelector (cni.go) is the fourth key; the
+	// agent reports any other (MetricSettingsErrors).
 	KeyPhase1 = "phase1"
 	KeyPhase2 = "phase2"
 	KeyCDS    = "cds"
