@@ -33,8 +33,10 @@ var legOrder = []string{
 	// Control legs: what svclb leaves to kube-proxy.
 	"apiserver",
 	"dns",
-	// Hostile: what a pod can do to the node proxy (a control leg too).
+	// Hostile: what a pod or a careless operator can do (control legs too).
 	"hostile-loop",
+	"hostile-settings",
+	"hostile-cut-dns",
 	// Disruptive last: range-grows adds and removes a ServiceCIDR (every
 	// agent's Service range), on-demand restarts a node pod, enroll
 	// redeploys the node DaemonSet with svclb-cni and restarts an agent.
