@@ -188,7 +188,11 @@ func listenerStat(ap netip.AddrPort, stat string) string {
 // isClosed: the peer closed (FIN, or a reset of an unread close), not a timeout.
 func isClosed(err error) bool {
 	var ne net.Error
-	return errors.Is(err, io.EOF) || err != nil && !(errors.As(err, &ne) && ne.Timeout())
+	if err == nil {
+		return false
+	}
+	timedOut := errors.As(err, &ne) && ne.Timeout()
+	return errors.Is(err, io.EOF) || !timedOut
 }
 
 // countingHandler counts log records by message.
