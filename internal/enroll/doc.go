@@ -12,4 +12,7 @@
 // Check asks for the decision and, for an enrolled pod, that the listener listens; Del
 // forgets the pod. Server runs a Handler (the agent, or a test's fake); Client is the plugin's
 // side.
+//
+// Besides the socket, the agent publishes a NamespaceView, a file the plugin reads first: a pod
+// of a namespace it lists as not enrolled is passed through without the agent.
 package enroll

@@ -36,6 +36,10 @@ const (
 	// EnrollFile (under DemandDir, a hostPath) keeps the pods the plugin enrolled across agent
 	// restarts.
 	EnrollFile = DemandDir + "/enrolled.json"
+	// EnrollNamespacesFile (under DemandDir, read by the plugin in the host's mount namespace)
+	// is the agent's view of which namespaces its selector enrolls: the plugin starts the pods
+	// of the others without asking the agent, so they start while it is down.
+	EnrollNamespacesFile = DemandDir + "/namespaces.json"
 )
 
 // Agent metrics of enrollment.
