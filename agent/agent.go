@@ -63,6 +63,10 @@ type Config struct {
 	// pods labelled contract.CapturedLabel are captured.
 	EnrollSocket string
 	EnrollFile   string // where the CNI-enrolled pods persist across restarts; empty: nowhere
+	// EnrollNamespacesFile is where the agent publishes which namespaces its selector enrolls
+	// (namespaceview.go), so the plugin starts the pods of the others without it; empty: not
+	// published, and the plugin asks the agent about every pod.
+	EnrollNamespacesFile string
 }
 
 func (c *Config) defaults() error {
@@ -172,7 +176,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var nsInf cache.SharedIndexInformer
 	if cfg.EnrollSocket != "" {
 		nsInf = factory.Core().V1().Namespaces().Informer()
-		if s.enroll, err = newEnrollment(log, cfg.NodeName, podInf.GetStore(), nsInf, cfg.EnrollFile, reg, s.listenersChanged); err != nil {
+		if s.enroll, err = newEnrollment(log, cfg.NodeName, podInf.GetStore(), nsInf, cfg.EnrollFile, cfg.EnrollNamespacesFile, reg, s.listenersChanged); err != nil {
 			return err
 		}
 	}
@@ -238,6 +242,8 @@ func Run(ctx context.Context, cfg Config) error {
 	s.restoreDemand()
 	if s.enroll != nil {
 		s.enroll.restore()
+		// Before the socket opens: the view the plugin reads is this run's by then.
+		s.enroll.publishView(ctx)
 	}
 	if err := s.sync(); err != nil {
 		return fmt.Errorf("first snapshot: %w", err)

@@ -36,8 +36,12 @@ type EnrollmentStatus struct {
 	// Enrolled are the pods the plugin set up ("namespace/name").
 	Enrolled []string `json:"enrolled"`
 	// Uncaptured are running pods the selector enrolls that the plugin never saw (they
-	// started before it was installed): restart them to capture them.
+	// started before it was installed, or while the agent was down after their namespace was
+	// labelled, so the plugin's namespace view still said not enrolled): restart them to
+	// capture them.
 	Uncaptured []string `json:"uncaptured"`
+	// NamespaceView is the view of the enrolled namespaces published for the plugin; nil: none.
+	NamespaceView *NamespaceViewStatus `json:"namespaceView,omitempty"`
 }
 
 // enrollment implements enroll.Handler.
@@ -46,8 +50,9 @@ type enrollment struct {
 	node       string
 	pods       cache.Store // every pod on this node
 	namespaces cache.Store
-	file       string // where the enrolled pods persist across restarts; empty: nowhere
-	changed    func() // the syncer rebuilds the listeners
+	file       string         // where the enrolled pods persist across restarts; empty: nowhere
+	changed    func()         // the syncer rebuilds the listeners
+	views      *namespaceView // publishes the enrolled namespaces for the plugin; nil: not published
 	poll       time.Duration
 
 	enrolledGauge, uncapturedGauge prometheus.Gauge
@@ -61,8 +66,9 @@ type enrollment struct {
 
 // newEnrollment reads pods (this node's) and namespaces from the informers; changed is called
 // when the listeners or the status may differ (a pod added or deleted, the selector or a
-// namespace changed).
-func newEnrollment(log *slog.Logger, node string, pods cache.Store, namespaces cache.SharedIndexInformer, file string,
+// namespace changed). viewFile is where the enrolled namespaces are published (publishView);
+// empty: nowhere.
+func newEnrollment(log *slog.Logger, node string, pods cache.Store, namespaces cache.SharedIndexInformer, file, viewFile string,
 	reg prometheus.Registerer, changed func()) (*enrollment, error) {
 	e := &enrollment{
 		log: log, node: node, pods: pods, namespaces: namespaces.GetStore(), file: file, changed: changed, poll: 50 * time.Millisecond,
@@ -80,10 +86,12 @@ func newEnrollment(log *slog.Logger, node string, pods cache.Store, namespaces c
 			return nil, fmt.Errorf("enrollment metrics: %w", err)
 		}
 	}
+	e.views = newNamespaceView(log, viewFile, e.view)
 	e.setSelector(defaultSelector())
-	// A namespace relabelled changes which running pods are enrolled but uncaptured.
+	// A namespace relabelled changes which running pods are enrolled but uncaptured, and the view.
+	nsChanged := func() { e.changed(); e.views.changed() }
 	if _, err := namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { e.changed() }, UpdateFunc: func(any, any) { e.changed() }, DeleteFunc: func(any) { e.changed() },
+		AddFunc: func(any) { nsChanged() }, UpdateFunc: func(any, any) { nsChanged() }, DeleteFunc: func(any) { nsChanged() },
 	}); err != nil {
 		return nil, fmt.Errorf("namespace event handler: %w", err)
 	}
@@ -98,6 +106,9 @@ func (e *enrollment) setSelector(text string, sel labels.Selector) {
 	e.mu.Unlock()
 	if moved && e.changed != nil {
 		e.changed()
+	}
+	if moved {
+		e.views.changed()
 	}
 }
 
@@ -115,14 +126,47 @@ func (e *enrollment) decide(pod *corev1.Pod) enroll.Decision {
 	if !ok || ns == nil {
 		return enroll.Decision{Reason: "namespace " + pod.Namespace + " not known"}
 	}
-	e.mu.Lock()
-	sel, text := e.selector, e.selText
-	e.mu.Unlock()
-	if !sel.Matches(labels.Set(ns.Labels)) {
+	sel, text := e.currentSelector()
+	if !namespaceEnrolled(sel, ns) {
 		return enroll.Decision{Reason: fmt.Sprintf("namespace %s does not match %q", ns.Name, text)}
 	}
 	return enroll.Decision{Enrolled: true, Reason: fmt.Sprintf("namespace %s matches %q", ns.Name, text)}
 }
+
+// namespaceEnrolled is decide's rule for a namespace, the one the published view follows.
+func namespaceEnrolled(sel labels.Selector, ns *corev1.Namespace) bool {
+	return sel.Matches(labels.Set(ns.Labels))
+}
+
+func (e *enrollment) currentSelector() (labels.Selector, string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.selector, e.selText
+}
+
+// view is the enrolled namespaces now, as the plugin reads them (namespaceview.go).
+func (e *enrollment) view() *enroll.NamespaceView {
+	sel, text := e.currentSelector()
+	v := &enroll.NamespaceView{Selector: text, Enrolled: []string{}, NotEnrolled: []string{}}
+	for _, o := range e.namespaces.List() {
+		ns, ok := o.(*corev1.Namespace)
+		if !ok {
+			continue
+		}
+		if namespaceEnrolled(sel, ns) {
+			v.Enrolled = append(v.Enrolled, ns.Name)
+		} else {
+			v.NotEnrolled = append(v.NotEnrolled, ns.Name)
+		}
+	}
+	slices.Sort(v.Enrolled)
+	slices.Sort(v.NotEnrolled)
+	return v
+}
+
+// publishView writes the enrolled namespaces for the plugin, once the informers have synced and
+// the ConfigMap's selector is in effect, and again whenever they change, until ctx ends.
+func (e *enrollment) publishView(ctx context.Context) { e.views.run(ctx) }
 
 // lookup waits for the pod (and the UID the plugin saw) in the informer.
 func (e *enrollment) lookup(ctx context.Context, p enroll.Pod) (*corev1.Pod, error) {
@@ -245,8 +289,9 @@ func (e *enrollment) status() *EnrollmentStatus {
 	if e == nil {
 		return nil
 	}
+	view := e.views.status()
 	e.mu.Lock()
-	st := &EnrollmentStatus{NamespaceSelector: e.selText, Enrolled: []string{}, Uncaptured: []string{}}
+	st := &EnrollmentStatus{NamespaceSelector: e.selText, Enrolled: []string{}, Uncaptured: []string{}, NamespaceView: view}
 	uids := map[string]bool{}
 	for uid, p := range e.byUID {
 		uids[uid] = true

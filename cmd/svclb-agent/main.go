@@ -36,6 +36,8 @@ func main() {
 	flag.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	flag.StringVar(&cfg.EnrollSocket, "enroll-socket", "", fmt.Sprintf("serve the svclb-cni plugin on this unix socket (the node DaemonSet: %s); empty: no CNI enrollment", contract.EnrollSocket))
 	flag.StringVar(&cfg.EnrollFile, "enroll-file", contract.EnrollFile, "where the pods the CNI plugin enrolled persist across restarts; empty: not persisted")
+	flag.StringVar(&cfg.EnrollNamespacesFile, "enroll-namespaces-file", contract.EnrollNamespacesFile,
+		"where the namespaces the selector enrolls are published for the CNI plugin, which starts the pods of the others without the agent; empty: not published")
 	flag.Parse()
 
 	var lv slog.Level
