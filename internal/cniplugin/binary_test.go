@@ -81,3 +81,38 @@ func TestBinaryChainedAfterFlannel(t *testing.T) {
 		t.Errorf("after DEL: %v", err)
 	}
 }
+
+// TestBinaryAgentDown runs the built plugin as containerd does with no agent on its socket and
+// the agent's namespace view on disk: a pod of a namespace the view says is not enrolled gets
+// the bridge's result; one of an enrolled namespace is a CNI error naming the socket.
+func TestBinaryAgentDown(t *testing.T) {
+	bin := buildPlugin(t)
+	ns := netnstest.New(t)
+	missing := filepath.Join(t.TempDir(), "none.sock")
+	writeView(t, viewPath(missing))
+	prev := fmt.Sprintf(`{"cniVersion":"0.3.1","interfaces":[{"name":"eth0","mac":"aa:bb:cc:00:00:03","sandbox":%q}],
+	  "ips":[{"version":"4","interface":0,"address":"10.244.0.5/24","gateway":"10.244.0.1"}],"dns":{}}`, ns.Path())
+	conf := []byte(fmt.Sprintf(`{"cniVersion":"0.3.1","name":"cbr0","type":"svclb-cni","agentSocket":%q,"namespacesFile":%q,"prevResult":%s}`,
+		missing, viewPath(missing), prev))
+	args := func(namespace string) *invoke.Args {
+		return &invoke.Args{Command: "ADD", ContainerID: "c0ffee", NetNS: ns.Path(), IfName: "eth0", Path: filepath.Dir(bin),
+			PluginArgsStr: "IgnoreUnknown=1;K8S_POD_NAMESPACE=" + namespace + ";K8S_POD_NAME=web-0;K8S_POD_UID=uid-1"}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := invoke.ExecPluginWithResult(ctx, bin, conf, args("plain"), nil)
+	if err != nil {
+		t.Fatalf("ADD of a pod not enrolled, agent down: %v", err)
+	}
+	if r, err := types040.GetResult(res); err != nil || len(r.IPs) != 1 || r.IPs[0].Address.String() != "10.244.0.5/24" {
+		t.Errorf("ADD result %+v (%v): want the bridge's result", res, err)
+	}
+	_, err = invoke.ExecPluginWithResult(ctx, bin, conf, args(meshNS), nil)
+	var ce *types.Error
+	if !errors.As(err, &ce) || ce.Code != types.ErrTryAgainLater || !strings.Contains(ce.Details, missing) {
+		t.Errorf("ADD of an enrolled pod, agent down: want CNI error %d naming %s, got %v", types.ErrTryAgainLater, missing, err)
+	}
+	if err := capture.Absent(ns.Path()); err != nil {
+		t.Error(err)
+	}
+}

@@ -24,6 +24,9 @@ type NetConf struct {
 	Timeout string `json:"timeout,omitempty"`
 	// ExcludeNamespaces are passed through without asking the agent.
 	ExcludeNamespaces []string `json:"excludeNamespaces,omitempty"`
+	// NamespacesFile is the agent's namespace view (enroll.NamespaceView); default
+	// contract.EnrollNamespacesFile.
+	NamespacesFile string `json:"namespacesFile,omitempty"`
 
 	timeout time.Duration
 }
@@ -44,6 +47,9 @@ func parseConf(stdin []byte, requirePrev bool) (*NetConf, error) {
 	}
 	if c.AgentSocket == "" {
 		c.AgentSocket = contract.EnrollSocket
+	}
+	if c.NamespacesFile == "" {
+		c.NamespacesFile = contract.EnrollNamespacesFile
 	}
 	c.timeout = DefaultTimeout
 	if c.Timeout != "" {

@@ -67,6 +67,12 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 	if !ok || conf.excluded(pod.Namespace) {
 		return p.print(conf)
 	}
+	// The view first: a pod of a namespace the agent has not enrolled starts without it.
+	view := readView(p.log(), conf.NamespacesFile, pod.Namespace)
+	if view.notEnrolled() {
+		p.log().Info("ADD", append([]any{"pod", pod.String(), "enrolled", false}, view.logAttrs()...)...)
+		return p.print(conf)
+	}
 	if args.Netns == "" {
 		return types.NewError(types.ErrInvalidNetNS, "svclb-cni: no network namespace (CNI_NETNS)", "")
 	}
@@ -83,7 +89,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 	enrolled, err := c.Add(ctx, pod, func() error { return capture.Install(p.capture(args.Netns)) })
 	if err != nil {
 		// TryAgainLater: the kubelet retries the sandbox; the pod must not start uncaptured.
-		return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("svclb-cni: ADD %s", pod), err.Error())
+		return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("svclb-cni: ADD %s", pod), err.Error()+view.detail())
 	}
 	p.log().Info("ADD", "pod", pod.String(), "enrolled", enrolled, "netns", args.Netns, "ip", pod.IP)
 	return p.print(conf)
@@ -112,11 +118,15 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if err != nil || !ok || conf.excluded(pod.Namespace) {
 		return err
 	}
+	view := readView(p.log(), conf.NamespacesFile, pod.Namespace)
+	if view.notEnrolled() {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), conf.timeout)
 	defer cancel()
 	enrolled, err := enroll.Client{Socket: conf.AgentSocket}.Check(ctx, pod)
 	if err != nil {
-		return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("svclb-cni: CHECK %s", pod), err.Error())
+		return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("svclb-cni: CHECK %s", pod), err.Error()+view.detail())
 	}
 	if !enrolled {
 		return nil
@@ -129,12 +139,17 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 
 // Del is CNI DEL. It always succeeds: what it cannot undo (the netns is gone, the agent is
 // down) is logged, and the agent drops a pod whose object is deleted on its own.
+//
+// It removes the rules and tells the agent whatever the namespace view says: the pod may have
+// been enrolled when it was added, and a running agent must forget its sandbox. For a namespace
+// the view says is not enrolled the agent gets notEnrolledDelTimeout, not the configured
+// timeout: its DEL is a map update, and such a pod's deletion must not wait on an agent that
+// accepts and never answers.
 func (p *Plugin) Del(args *skel.CmdArgs) error {
 	conf, err := parseConf(args.StdinData, false)
 	if err != nil {
 		p.log().Warn("DEL with a malformed configuration; cleaning up with the defaults", "error", err)
-		conf = &NetConf{}
-		conf.AgentSocket, conf.timeout = defaultConf()
+		conf, _ = parseConf([]byte(`{}`), false)
 	}
 	pod, ok, err := podOf(args)
 	if err != nil || !ok || conf.excluded(pod.Namespace) {
@@ -147,18 +162,21 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 			}
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), conf.timeout)
+	timeout, level := conf.timeout, slog.LevelWarn
+	if readView(p.log(), conf.NamespacesFile, pod.Namespace).notEnrolled() {
+		timeout, level = min(timeout, notEnrolledDelTimeout), slog.LevelInfo
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := (enroll.Client{Socket: conf.AgentSocket}).Del(ctx, pod); err != nil {
-		p.log().Warn("DEL: telling the agent failed", "pod", pod.String(), "error", err)
+		p.log().Log(context.Background(), level, "DEL: telling the agent failed", "pod", pod.String(), "error", err)
 	}
 	return nil
 }
 
-func defaultConf() (string, time.Duration) {
-	c, _ := parseConf([]byte(`{}`), false)
-	return c.AgentSocket, c.timeout
-}
+// notEnrolledDelTimeout bounds DEL's call to the agent for a pod of a namespace the view says is
+// not enrolled.
+const notEnrolledDelTimeout = 2 * time.Second
 
 // podIPv4 is the pod's IPv4 address in the main plugin's result: one on an interface in the
 // sandbox when the result says which, else the first.

@@ -34,10 +34,15 @@ func prevResult(netnsPath string) string {
 	 "dns":{}}`, netnsPath)
 }
 
+// conf is the plugin's configuration with the agent on socket and its namespace view next to it
+// (viewPath), so no test reads the host's.
 func conf(socket, netnsPath, extra string) []byte {
-	return []byte(fmt.Sprintf(`{"cniVersion":"1.0.0","name":"cbr0","type":"svclb-cni","agentSocket":%q,"timeout":"5s"%s,"prevResult":%s}`,
-		socket, extra, prevResult(netnsPath)))
+	return []byte(fmt.Sprintf(`{"cniVersion":"1.0.0","name":"cbr0","type":"svclb-cni","agentSocket":%q,"namespacesFile":%q,"timeout":"5s"%s,"prevResult":%s}`,
+		socket, viewPath(socket), extra, prevResult(netnsPath)))
 }
+
+// viewPath is where conf points the plugin for the agent's namespace view.
+func viewPath(socket string) string { return filepath.Join(filepath.Dir(socket), "namespaces.json") }
 
 func cmdArgs(netnsPath, namespace string, stdin []byte) *skel.CmdArgs {
 	return &skel.CmdArgs{
