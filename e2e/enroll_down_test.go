@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
@@ -23,7 +24,9 @@ import (
 // agentDownCheck takes the agent on node out of the plugin's reach (its socket removed: the
 // plugin's dial fails as with a dead agent), creates an enrolled pod there, and finds that the
 // pod does not start (its sandbox's ADD fails naming the socket) until the agent is restarted,
-// and is captured once it starts. It returns what it saw, or why the check failed.
+// and is captured once it starts. A plain pod of the legs' namespace (not enrolled), created
+// with it, must be Ready meanwhile: the plugin passes it through on the agent's namespace view
+// without the agent. It returns what it saw, or why the check failed.
 func agentDownCheck(ctx context.Context, node string) (string, error) {
 	c := suite.cluster
 	podName, err := agent.PodOn(ctx, c, node)
@@ -35,27 +38,43 @@ func agentDownCheck(ctx context.Context, node string) (string, error) {
 	}
 	progress("leg enroll: agent socket removed on %s: %s", node, nodeCNIState(ctx, node, "none"))
 	late := workload.PlainClient(enrollNS, "late", node, "enroll-late")
-	if err := c.Create(ctx, late); err != nil {
+	plain := workload.PlainClient(suite.legsNS, "down-plain", node, "enroll-down-plain")
+	if err := c.Create(ctx, late, plain); err != nil {
 		return "", err
 	}
-	// The kubelet's sandbox ADD fails with the plugin's error naming the socket.
+	defer func() { // best effort: it has served once Ready
+		_ = c.CS.CoreV1().Pods(plain.Namespace).Delete(ctx, plain.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	}()
+	// The kubelet's sandbox ADD of pod late fails with the plugin's error naming the socket;
+	// pod down-plain starts.
 	var event string
+	var plainUp time.Duration // from its creation to Ready, both the apiserver's timestamps
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		evs, err := c.CS.CoreV1().Events(enrollNS).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", "late").String()})
-		if err != nil {
-			return false, nil
-		}
-		for _, e := range evs.Items {
-			if e.Reason == "FailedCreatePodSandBox" && strings.Contains(e.Message, contract.EnrollSocket) {
-				event = e.Message
-				return true, nil
+		if plainUp == 0 {
+			if p, err := c.CS.CoreV1().Pods(plain.Namespace).Get(ctx, plain.Name, metav1.GetOptions{}); err == nil && cluster.PodReady(p) {
+				plainUp = max(time.Nanosecond, readySince(p).Sub(p.CreationTimestamp.Time))
 			}
 		}
-		return false, nil
+		if event == "" {
+			evs, err := c.CS.CoreV1().Events(enrollNS).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", "late").String()})
+			if err != nil {
+				return false, nil
+			}
+			for _, e := range evs.Items {
+				if e.Reason == "FailedCreatePodSandBox" && strings.Contains(e.Message, contract.EnrollSocket) {
+					event = e.Message
+				}
+			}
+		}
+		return event != "" && plainUp != 0, nil
 	})
-	if err != nil {
+	if err != nil && event == "" {
 		return "", fmt.Errorf("no FailedCreatePodSandBox naming %s for pod late with the agent unreachable: %w; on the node: %s",
 			contract.EnrollSocket, err, nodeCNIState(ctx, node, "late"))
+	}
+	if err != nil {
+		return "", fmt.Errorf("pod %s/%s of a namespace not enrolled was not Ready with the agent unreachable: %w; on the node: %s",
+			plain.Namespace, plain.Name, err, nodeCNIState(ctx, node, plain.Name))
 	}
 	p, err := c.CS.CoreV1().Pods(enrollNS).Get(ctx, "late", metav1.GetOptions{})
 	if err != nil {
@@ -92,12 +111,17 @@ func agentDownCheck(ctx context.Context, node string) (string, error) {
 	if !slices.Contains(st.Enrollment.Enrolled, enrollNS+"/late") {
 		return "", fmt.Errorf("pod late started but the agent does not list it enrolled: %v", st.Enrollment.Enrolled)
 	}
+	if slices.Contains(st.Enrollment.Enrolled, plain.Namespace+"/"+plain.Name) {
+		return "", fmt.Errorf("the agent lists pod %s/%s of a namespace not enrolled as enrolled: %v", plain.Namespace, plain.Name, st.Enrollment.Enrolled)
+	}
 	started := readySince(&pods[0])
 	if started.Before(restartedAt) {
 		return "", fmt.Errorf("pod late was ready at %s, before the agent restart at %s", started, restartedAt)
 	}
-	return fmt.Sprintf("agent unreachable: sandbox refused (%q); after the agent restart pod late became ready %s later and is enrolled",
-		around(event, contract.EnrollSocket, 200), started.Sub(restartedAt).Round(100*time.Millisecond)), nil
+	return fmt.Sprintf("agent unreachable: sandbox refused (%q), while pod %s/%s of a namespace not enrolled was Ready %s after its creation; "+
+		"after the agent restart pod late became ready %s later and is enrolled",
+		around(event, contract.EnrollSocket, 200), plain.Namespace, plain.Name, plainUp.Round(time.Second),
+		started.Sub(restartedAt).Round(100*time.Millisecond)), nil
 }
 
 // containerID is the runtime id of container in the node DaemonSet's pod podName.

@@ -44,20 +44,24 @@ type enrollWorkload struct {
 
 // enrollChance: every attempt must succeed; the agent-down check only waits on signals.
 var enrollChance = allSucceed + "; the agent-down check (prepare) waits on signals within bounds, not odds: " +
-	"90 s for the kubelet's FailedCreatePodSandBox naming the socket, 1 min for the agent's restart, 3 min for the pod to be Ready"
+	"90 s for the kubelet's FailedCreatePodSandBox naming the socket and for the pod of the namespace not enrolled to be Ready, " +
+	"1 min for the agent's restart, 3 min for the enrolled pod to be Ready"
 
 // enroll: a plain Deployment (nothing of svclb in its spec) in a namespace labelled
 // svclb.dev/mesh=enabled is captured by svclb-cni, and so reaches cut Services green: one
 // labelled for the guard, and one of its own namespace that only the guard's namespace mode
-// cut. A plain pod in a namespace that is not enrolled is left alone.
+// cut. A plain pod in a namespace that is not enrolled is left alone, and starts while the
+// agent is unreachable.
 var _ = defineLeg(leg[enrollWorkload]{
 	name: "enroll",
 	workloads: "svclb-cni on every node (node DaemonSet with manifests.CNIOptions, for this leg only); namespace svclb-enroll labelled " +
 		"svclb.dev/mesh=enabled with a plain client Deployment (no init container, label or capability) on the first worker; Service enroll " +
 		"(2 echo backends, labelled cut) and Service svclb-enroll/nsmode (2 echo backends, no label: the guard's --namespace-selector cuts " +
-		"it); a plain control pod in the legs' namespace; prepared once: the agent's socket removed, a pod created, the agent restarted",
+		"it); a plain control pod in the legs' namespace; prepared once: the agent's socket removed, a pod of the enrolled namespace and a plain pod of " +
+		"the legs' namespace created on that node, the agent restarted",
 	exercises: "cmd/svclb-cni and internal/cniplugin (ADD/CHECK/DEL), internal/capture (Install on the sandbox's netns), internal/enroll (the " +
-		"plugin↔agent socket), agent/enrollment.go and enrollfile.go (decision from informers, listener on the plugin's netns path), " +
+		"plugin↔agent socket), agent/enrollment.go and enrollfile.go (decision from informers, listener on the plugin's netns path), agent/namespaceview.go (the " +
+		"enrolled namespaces published for the plugin, which starts the others' pods without the agent), " +
 		"internal/cniinstall (00-svclb.conflist), pkg/kubeproxyguard/namespaces.go (WatchServicesByNamespace)",
 	setup: "svclb-cni installed on every node (the node DaemonSet's cni-install sidecar); the guard runs --namespace-selector=" +
 		contract.DefaultNamespaceSelector + "; namespace " + enrollNS + " labelled " + contract.DefaultNamespaceSelector +
@@ -68,7 +72,8 @@ var _ = defineLeg(leg[enrollWorkload]{
 		"pass through to kube-proxy's REJECT: no reply, the proxy closes every attempt",
 	greenMeans: "every attempt of the enrolled client to both Services gets a backend's reply through its node's svc: clusters; " +
 		"in both runs the agent lists the enrolled client with a listener and not the control; " +
-		"(prepared once) a pod created while the agent is unreachable starts only after the agent is back, captured",
+		"(prepared once) a pod of the enrolled namespace created while the agent is unreachable starts only after the agent is back, captured, " +
+		"and a pod of a namespace not enrolled created then on the same node is Ready without the agent",
 	chance:  enrollChance,
 	timeout: 8 * time.Minute,
 	prepare: prepareEnroll,
