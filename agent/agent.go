@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -30,6 +29,7 @@ import (
 	"github.com/aether-mesh/svclb/agent/internal/netnsfind"
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
 	"github.com/aether-mesh/svclb/internal/enroll"
+	"github.com/aether-mesh/svclb/internal/httpserve"
 	"github.com/aether-mesh/svclb/internal/translate"
 	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
@@ -43,7 +43,8 @@ type Config struct {
 	Kubeconfig    string         // empty: in-cluster
 	RestConfig    *rest.Config   // when set, used instead of Kubeconfig
 	XDSSocket     string         // default contract.XDSSocket
-	HTTPAddr      string         // default :contract.AgentPort; port 0 picks a free one (see Ready)
+	HTTPAddr      string         // default 127.0.0.1:contract.AgentPort; port 0 picks a free one (see Ready)
+	HTTPLocalAddr string         // a second address serving the same (the DaemonSet: 127.0.0.1, for the node's own readers); empty or HTTPAddr: none
 	NetnsDir      string         // default /var/run/netns
 	Phase1        bool           // default until the ConfigMap says otherwise
 	Phase2        bool           // default until the ConfigMap says otherwise
@@ -77,7 +78,10 @@ func (c *Config) defaults() error {
 		c.XDSSocket = contract.XDSSocket
 	}
 	if c.HTTPAddr == "" {
-		c.HTTPAddr = fmt.Sprintf(":%d", contract.AgentPort)
+		c.HTTPAddr = httpserve.PodAddr("", contract.AgentPort)
+	}
+	if c.HTTPLocalAddr == c.HTTPAddr {
+		c.HTTPLocalAddr = ""
 	}
 	if c.NetnsDir == "" {
 		c.NetnsDir = contract.NetnsDir
@@ -206,14 +210,19 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	var ready atomic.Bool
-	httpSrv := &http.Server{Addr: cfg.HTTPAddr, Handler: s.handler(reg, ready.Load), ReadHeaderTimeout: 5 * time.Second}
-	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
+	httpLns, err := listenHTTP(cfg.HTTPAddr, cfg.HTTPLocalAddr)
 	if err != nil {
-		return fmt.Errorf("http listen: %w", err)
+		return err
 	}
+	httpLn := httpLns[0]
+	httpCtx, stopHTTP := context.WithCancel(ctx)
+	httpDone := make(chan struct{})
 	errc := make(chan error, 4)
-	go func() { errc <- ignoreClosed(httpSrv.Serve(httpLn)) }()
-	defer httpSrv.Close()
+	go func() {
+		defer close(httpDone)
+		errc <- httpserve.Serve(httpCtx, s.handler(reg, ready.Load), httpserve.Defaults(), httpLns...)
+	}()
+	defer func() { stopHTTP(); <-httpDone }()
 
 	for _, f := range []informers.SharedInformerFactory{factory, podFactory, nodeFactory, cmFactory} {
 		f.Start(ctx.Done())
@@ -270,7 +279,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Info("serving the CNI plugin", "socket", cfg.EnrollSocket)
 	}
 	ready.Store(true)
-	log.Info("serving xDS and ALS", "socket", cfg.XDSSocket, "http", httpLn.Addr().String())
+	log.Info("serving xDS and ALS", "socket", cfg.XDSSocket, "http", httpLn.Addr().String(), "httpLocal", cfg.HTTPLocalAddr)
 	if cfg.Ready != nil {
 		cfg.Ready(httpLn.Addr())
 	}
@@ -299,9 +308,22 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return c, nil
 }
 
-func ignoreClosed(err error) error {
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
+// listenHTTP opens the HTTP listeners, addr's first, each capped at the contract's
+// connection limit (internal/httpserve); an empty local opens none for it.
+func listenHTTP(addr, local string) ([]net.Listener, error) {
+	var lns []net.Listener
+	for _, a := range []string{addr, local} {
+		if a == "" {
+			continue
+		}
+		ln, err := httpserve.Listen(a, httpserve.Defaults())
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("http: %w", err)
+		}
+		lns = append(lns, ln)
 	}
-	return err
+	return lns, nil
 }

@@ -26,9 +26,10 @@
 // Config.DemandFile and are restored before the first snapshot. docs/architecture.md,
 // "On-demand CDS mode", is the contract.
 //
-// HTTP (Config.HTTPAddr, :9750; port 0 picks a free one, which Config.Ready is told): /metrics
-// (Prometheus), /healthz (200 once the first snapshot is published, 503 before), and /status,
-// a JSON document:
+// HTTP (Config.HTTPAddr, in the DaemonSet the pod IP's :9750, and Config.HTTPLocalAddr,
+// 127.0.0.1:9750; port 0 picks a free one, which Config.Ready is told; the limits of
+// internal/httpserve): /metrics (Prometheus), /healthz (200 once the first snapshot is
+// published, 503 before), and /status, a JSON document:
 //
 //	{
 //	  "node": "kind-worker", "zone": "zone-a",

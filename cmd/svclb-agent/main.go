@@ -13,32 +13,13 @@ import (
 	"syscall"
 
 	"github.com/aether-mesh/svclb/agent"
-	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 func main() {
-	var cfg agent.Config
-	var rng, level, cds string
-	// The ConfigMap whose keys override the phase and CDS defaults below.
-	cm := contract.Namespace + "/" + contract.AgentConfigMap
-	flag.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "node this agent serves (env NODE_NAME)")
-	flag.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig path; empty: in-cluster")
-	flag.StringVar(&cfg.XDSSocket, "xds-socket", contract.XDSSocket, "unix socket for delta ADS and ALS")
-	flag.StringVar(&cfg.HTTPAddr, "http", fmt.Sprintf(":%d", contract.AgentPort), "address for /metrics, /healthz and /status (port 0: a free port, logged)")
-	flag.StringVar(&cfg.NetnsDir, "netns-dir", contract.NetnsDir, "directory of pod network namespace files")
-	flag.BoolVar(&cfg.Phase1, "phase1", true, fmt.Sprintf("default for Phase 1 (%s clusters) until ConfigMap %s key %s says otherwise", contract.ClusterPrefix, cm, contract.KeyPhase1))
-	flag.BoolVar(&cfg.Phase2, "phase2", true, fmt.Sprintf("default for Phase 2 (refusals) until ConfigMap %s key %s says otherwise", cm, contract.KeyPhase2))
-	flag.StringVar(&rng, "service-range", "", "comma-separated IPv4 prefixes replacing the ServiceCIDR range")
-	flag.DurationVar(&cfg.Debounce, "debounce", 0, "coalesce changes for this long before a push (default 50ms)")
-	flag.StringVar(&cds, "cds", string(agent.CDSProactive), fmt.Sprintf("default CDS mode, %s or %s, until ConfigMap %s key %s says otherwise", agent.CDSProactive, agent.CDSOnDemand, cm, contract.KeyCDS))
-	flag.IntVar(&cfg.OnDemandMax, "on-demand-max", agent.DefaultOnDemandMax, "most cluster names admitted on demand; beyond it a request is refused (over-cap)")
-	flag.StringVar(&cfg.DemandFile, "demand-file", contract.DemandFile, "where admitted on-demand names persist across restarts; empty: not persisted")
-	flag.StringVar(&level, "log-level", "info", "debug, info, warn or error")
-	flag.StringVar(&cfg.EnrollSocket, "enroll-socket", "", fmt.Sprintf("serve the svclb-cni plugin on this unix socket (the node DaemonSet: %s); empty: no CNI enrollment", contract.EnrollSocket))
-	flag.StringVar(&cfg.EnrollFile, "enroll-file", contract.EnrollFile, "where the pods the CNI plugin enrolled persist across restarts; empty: not persisted")
-	flag.StringVar(&cfg.EnrollNamespacesFile, "enroll-namespaces-file", contract.EnrollNamespacesFile,
-		"where the namespaces the selector enrolls are published for the CNI plugin, which starts the pods of the others without the agent; empty: not published")
+	var o options
+	o.define(flag.CommandLine, os.Getenv)
 	flag.Parse()
+	cfg, rng, level, cds := o.cfg, o.rng, o.level, o.cds
 
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/internal/httpserve"
 )
 
 func main() {
@@ -78,7 +79,7 @@ func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	var hl net.Listener
 	if *health != "" {
-		if hl, err = net.Listen("tcp", *health); err != nil {
+		if hl, err = httpserve.Listen(*health, httpserve.Defaults()); err != nil {
 			return err
 		}
 	}

@@ -1,5 +1,7 @@
 package contract
 
+import "time"
+
 // The node proxy's global downstream connection limit: Envoy's bootstrap
 // resource monitor envoy.resource_monitors.global_downstream_max_connections
 // (fixtures/envoy) and svclb-nodeproxy's --max-downstream-connections default.
@@ -31,4 +33,31 @@ const (
 	// ProxyMaxDownstreamConnections is (524288 - 32768) / 6 = 81920 downstream
 	// connections, counted across all the proxy's listeners.
 	ProxyMaxDownstreamConnections = (ProxyFDLimit - ProxyFDHeadroom) / ProxyFDsPerConnection
+)
+
+// Bounds every HTTP server of svclb serves with (internal/httpserve): the agent's
+// (AgentPort), the guard's (GuardPort) and the built-in proxy's admin (ProxyAdminPort). The
+// agent and the guard listen on the pod IP, which on hostNetwork is the node's and which every
+// pod can reach: without them a client that connects and sends nothing, or keeps a keep-alive
+// connection idle, holds its socket for ever, and enough of them exhaust the process.
+const (
+	// HTTPReadHeaderTimeout bounds the wait for a request's headers, from the connection's
+	// first byte (or the end of the previous request).
+	HTTPReadHeaderTimeout = 5 * time.Second
+	// HTTPReadTimeout bounds reading a whole request, body included (the endpoints take none
+	// but the admin's few POSTs).
+	HTTPReadTimeout = 10 * time.Second
+	// HTTPWriteTimeout bounds a request from its headers' end to the answer's last byte, so a
+	// client that stops reading is cut; it leaves time for the largest answer, the built-in
+	// proxy's /config_dump?include_eds at 10k Services.
+	HTTPWriteTimeout = 30 * time.Second
+	// HTTPIdleTimeout is how long a keep-alive connection waits for its next request.
+	HTTPIdleTimeout = 60 * time.Second
+	// HTTPMaxHeaderBytes caps a request's headers (net/http's default is 1 MiB); the
+	// apiserver's pod proxy and the kubelet's probes send well under 1 KiB.
+	HTTPMaxHeaderBytes = 16 << 10
+	// HTTPMaxConns is how many connections one listener serves at once; more wait in the
+	// kernel's accept queue until one ends (every one ends within the timeouts above). The
+	// readers are the kubelet's probe, the apiserver's pod proxy and the suite, a few at a time.
+	HTTPMaxConns = 64
 )

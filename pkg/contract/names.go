@@ -49,6 +49,11 @@ const (
 	NetnsDir = "/var/run/netns"
 )
 
+// PodIPEnv is the environment variable the agent's and the guard's containers get their pod's
+// IP in (downward API status.podIP; on hostNetwork the node's InternalIP): the address their
+// HTTP listens on by default, the one the apiserver's pod proxy and the kubelet's probes dial.
+const PodIPEnv = "POD_IP"
+
 // Ports.
 const (
 	// AgentPort serves the agent's /metrics, /status and /healthz.

@@ -132,8 +132,8 @@
 // # Status
 //
 // Guard.Handler serves /metrics (Prometheus, prefix svclb_guard_), /healthz
-// and /status, the JSON form of Status (the DaemonSet listens on
-// contract.GuardPort in the host network; read it through the apiserver's
+// and /status, the JSON form of Status (the DaemonSet listens on its pod IP,
+// the node's, port contract.GuardPort; read it through the apiserver's
 // pod proxy:
 // /api/v1/namespaces/svclb-system/pods/<pod>:9751/proxy/status):
 //

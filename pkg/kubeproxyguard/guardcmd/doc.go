@@ -1,8 +1,9 @@
 // Package guardcmd is the svclb-guard command line:
 //
-//	svclb-guard run    [--kubeconfig F] [--listen :9751] [--resync 1s] [--namespace-selector SEL]
+//	svclb-guard run    [--kubeconfig F] [--listen $POD_IP:9751] [--resync 1s] [--namespace-selector SEL]
 //	    DaemonSet mode: guard the Services labelled svclb.dev/kube-proxy=deleted
-//	    on this node (NODE_NAME), serve /status, /metrics, /healthz. With
+//	    on this node (NODE_NAME), serve /status, /metrics, /healthz on the pod's
+//	    IP (POD_IP; loopback without it), never every interface. With
 //	    --namespace-selector (e.g. svclb.dev/mesh=enabled, the namespaces
 //	    svclb-cni enrolls) also every Service of the matching namespaces,
 //	    never default/kubernetes.

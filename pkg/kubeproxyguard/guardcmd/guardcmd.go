@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -20,12 +19,17 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/aether-mesh/svclb/internal/httpserve"
 	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/kubeproxyguard"
 )
 
-// DefaultListen is the DaemonSet's status address (host network).
-var DefaultListen = fmt.Sprintf(":%d", contract.GuardPort)
+// DefaultListen is the address of /status, /metrics and /healthz when -listen is not given:
+// the pod's IP (contract.PodIPEnv; on hostNetwork the node's InternalIP), which the
+// apiserver's pod proxy and the kubelet's probe dial, not every interface of the node.
+func DefaultListen(getenv func(string) string) string {
+	return httpserve.PodAddr(getenv(contract.PodIPEnv), contract.GuardPort)
+}
 
 var usage = `usage: svclb-guard <command> [flags]
 
@@ -126,7 +130,7 @@ func parseServices(args []string) ([]types.NamespacedName, error) {
 func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs, v := newFlags("run", stderr)
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
-	listen := fs.String("listen", DefaultListen, "address of /status, /metrics and /healthz")
+	listen := fs.String("listen", DefaultListen(os.Getenv), "address of /status, /metrics and /healthz: by default on $"+contract.PodIPEnv+", loopback without it")
 	resync := fs.Duration("resync", time.Second, "period of the full reconcile behind the nft monitor")
 	node := fs.String("node", os.Getenv("NODE_NAME"), "this node's name (reported in /status)")
 	nsSelector := fs.String("namespace-selector", "",
@@ -186,28 +190,20 @@ func namespaceSelector(s string) (labels.Selector, error) {
 	return sel, nil
 }
 
-// serve serves h on addr until ctx ends ("" serves nothing).
+// serve serves h on addr until ctx ends ("" serves nothing), with the limits every svclb
+// server has (internal/httpserve).
 func serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
 	if addr == "" {
 		<-ctx.Done()
 		return nil
 	}
-	l, err := net.Listen("tcp", addr)
+	lim := httpserve.Defaults()
+	l, err := httpserve.Listen(addr, lim)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", addr, err)
+		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
 	log.Info("serving status", "addr", l.Addr().String())
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve %s: %w", addr, err)
-	}
-	return nil
+	return httpserve.Serve(ctx, h, lim, l)
 }
 
 func list(_ context.Context, args []string, stdout, stderr io.Writer) error {

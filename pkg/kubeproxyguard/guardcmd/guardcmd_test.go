@@ -3,9 +3,15 @@ package guardcmd
 import (
 	"bytes"
 	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/aether-mesh/svclb/internal/httpserve/httpservetest"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -56,4 +62,57 @@ func TestNamespaceSelector(t *testing.T) {
 	if _, err := namespaceSelector("!"); err == nil {
 		t.Error("a malformed selector is accepted")
 	}
+}
+
+// TestListenDefaultsToThePodIP: `run` serves on the pod IP the DaemonSet puts in
+// contract.PodIPEnv (the node's InternalIP, which the apiserver's pod proxy and the kubelet
+// dial), not on every interface of the node; outside a pod, on loopback.
+func TestListenDefaultsToThePodIP(t *testing.T) {
+	for ip, want := range map[string]string{"10.89.0.3": `(default "10.89.0.3:9751")`, "": `(default "127.0.0.1:9751")`} {
+		t.Setenv(contract.PodIPEnv, ip)
+		var out, errb bytes.Buffer
+		if code := Main(context.Background(), []string{"run", "-h"}, &out, &errb); code != 0 {
+			t.Fatalf("run -h: code %d: %s", code, errb.String())
+		}
+		_, usage, _ := strings.Cut(errb.String(), "-listen string")
+		usage, _, _ = strings.Cut(usage, "\n  -")
+		if !strings.Contains(usage, want) {
+			t.Errorf("%s=%q: -listen %q, want %s", contract.PodIPEnv, ip, strings.TrimSpace(usage), want)
+		}
+	}
+}
+
+// TestServeCapsConnections: the guard's HTTP, which every pod reaches on the node's IP,
+// serves at most contract.HTTPMaxConns connections at once; one more waits.
+func TestServeCapsConnections(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	go func() { done <- serve(ctx, addr, ok, slog.New(slog.DiscardHandler)) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("guard HTTP on %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	httpservetest.CheckCap(t, addr, "/healthz", contract.HTTPMaxConns)
 }
