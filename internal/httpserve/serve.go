@@ -79,7 +79,9 @@ func Serve(ctx context.Context, h http.Handler, lim Limits, lns ...net.Listener)
 		_ = srv.Close() // the grace ran out: cut what is left
 	}
 	for range pending {
-		<-errc
+		if perr := <-errc; err == nil && ctx.Err() == nil {
+			err = perr // another listener's failure, while none was asked to stop
+		}
 	}
 	return err
 }
