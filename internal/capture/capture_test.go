@@ -260,17 +260,7 @@ func TestCaptureEndToEnd(t *testing.T) {
 	}
 	defer capL.Close()
 	defer loL.Close()
-	accepted := make(chan net.Conn, 8)
-	go func() {
-		for {
-			c, err := capL.Accept()
-			if err != nil {
-				close(accepted)
-				return
-			}
-			accepted <- c
-		}
-	}()
+	accepted := acceptAll(capL)
 
 	// Once the listener is bound the kernel completes the early handshake by
 	// itself, so the dial may well return (nil) before Accept does: both
@@ -352,6 +342,23 @@ func TestCaptureEndToEnd(t *testing.T) {
 	}
 }
 
+// acceptAll hands every connection l accepts to the channel it returns, which
+// closes once l does.
+func acceptAll(l net.Listener) <-chan net.Conn {
+	accepted := make(chan net.Conn, 8)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	return accepted
+}
+
 // newPeerNS makes another host on the pod's link: the pod netns' void0 moves
 // into a new netns and takes the gateway's address there.
 func newPeerNS(t *testing.T, pod netns.NsHandle) *netnstest.NS {
@@ -411,17 +418,7 @@ func TestCapturePortClosedToOtherHosts(t *testing.T) {
 		return
 	}
 	defer capL.Close()
-	accepted := make(chan net.Conn, 8)
-	go func() {
-		for {
-			c, err := capL.Accept()
-			if err != nil {
-				close(accepted)
-				return
-			}
-			accepted <- c
-		}
-	}()
+	accepted := acceptAll(capL)
 
 	target := net.JoinHostPort(podIP, fmt.Sprint(Port))
 	err := peer.Do(func() error {
@@ -529,35 +526,7 @@ func TestWaitForListener(t *testing.T) {
 // through eth0, not be diverted to the capture listener.
 func TestInboundRepliesNotCaptured(t *testing.T) {
 	path, ns := newPodNS(t)
-	outside := netnstest.New(t)
-	nh, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nh.Close()
-	void, err := nh.LinkByName("void0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nh.LinkSetNsFd(void, outside.Fd()); err != nil {
-		t.Fatalf("move peer out: %v", err)
-	}
-	oh, err := netlink.NewHandleAt(netns.NsHandle(outside.Fd()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer oh.Close()
-	peer, err := oh.LinkByName("void0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, _ := netlink.ParseAddr("10.244.0.1/24")
-	if err := oh.AddrAdd(peer, gw); err != nil {
-		t.Fatal(err)
-	}
-	if err := oh.LinkSetUp(peer); err != nil {
-		t.Fatal(err)
-	}
+	outside := newPeerNS(t, ns)
 
 	cfg := DefaultConfig()
 	cfg.NetNSPath = path
@@ -567,6 +536,7 @@ func TestInboundRepliesNotCaptured(t *testing.T) {
 	// Both a capture listener and an app server exist in the pod.
 	var capL, appL net.Listener
 	inNS(t, ns, func() {
+		var err error
 		if capL, err = transparentListen(net.JoinHostPort(Addr, fmt.Sprint(Port))); err != nil {
 			t.Error(err)
 			return
