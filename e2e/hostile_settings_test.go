@@ -91,6 +91,29 @@ func phase1Error(s *svclbagent.Status) (svclbagent.SettingError, bool) {
 	return s.SettingsErrors[i], true
 }
 
+// waitAgents polls until every node's agent status meets ok, and returns those statuses by node,
+// or the last status that did not.
+func waitAgents(ctx context.Context, ok func(*svclbagent.Status) bool) (map[string]*svclbagent.Status, string, error) {
+	var got map[string]*svclbagent.Status
+	last := ""
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, hostileSettingsWithin, true, func(ctx context.Context) (bool, error) {
+		st, err := agent.Statuses(ctx, suite.cluster)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		for node, s := range st {
+			if !ok(s) {
+				last = fmt.Sprintf("agent on %s: settingsErrors %+v", node, s.SettingsErrors)
+				return false, nil
+			}
+		}
+		got = st
+		return len(st) == len(suite.cluster.Nodes), nil
+	})
+	return got, last, err
+}
+
 func measureHostileSettings(ctx context.Context, inRange netip.Addr, run *evidence.Run) {
 	before, err := agent.Statuses(ctx, suite.cluster)
 	if err != nil {
@@ -132,22 +155,9 @@ func measureHostileSettings(ctx context.Context, inRange netip.Addr, run *eviden
 
 	// Every agent has read the bad value once it names it.
 	quoted := strconv.Quote(hostileSettingsValue)
-	var during map[string]*svclbagent.Status
-	var last string
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, hostileSettingsWithin, true, func(ctx context.Context) (bool, error) {
-		st, err := agent.Statuses(ctx, suite.cluster)
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		for node, s := range st {
-			if e, ok := phase1Error(s); !ok || e.Value != quoted {
-				last = fmt.Sprintf("agent on %s: settingsErrors %+v", node, s.SettingsErrors)
-				return false, nil
-			}
-		}
-		during = st
-		return len(st) == len(before), nil
+	during, last, err := waitAgents(ctx, func(s *svclbagent.Status) bool {
+		e, ok := phase1Error(s)
+		return ok && e.Value == quoted
 	})
 	if err != nil {
 		run.Error = fmt.Sprintf("not every agent reported %s=%q within %s: %v (last: %s)", contract.KeyPhase1, hostileSettingsValue, hostileSettingsWithin, err, last)
@@ -177,20 +187,7 @@ func measureHostileSettings(ctx context.Context, inRange netip.Addr, run *eviden
 		return
 	}
 	restored = true
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, hostileSettingsWithin, true, func(ctx context.Context) (bool, error) {
-		st, err := agent.Statuses(ctx, suite.cluster)
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		for node, s := range st {
-			if len(s.SettingsErrors) > 0 {
-				last = fmt.Sprintf("agent on %s: settingsErrors %+v", node, s.SettingsErrors)
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	_, last, err = waitAgents(ctx, func(s *svclbagent.Status) bool { return len(s.SettingsErrors) == 0 })
 	cleared := err == nil
 
 	run.MetGreen = len(flipped) == 0 && len(moved) == 0 && len(chainsBefore) > 0 && cleared
