@@ -17,15 +17,7 @@ func TestDrainTimeFlag(t *testing.T) {
 		"--drain-time-s=0":  -1,
 		"-drain-time-s=600": nodeproxy.DefaultDrainTime,
 	} {
-		var argv []string
-		if args != "" {
-			argv = []string{args}
-		}
-		o, err := parseFlags(argv)
-		if err != nil {
-			t.Fatalf("%q: %v", args, err)
-		}
-		if o.DrainTime != want {
+		if o := mustParse(t, args); o.DrainTime != want {
 			t.Errorf("%q: DrainTime %v, want %v", args, o.DrainTime, want)
 		}
 	}
@@ -41,19 +33,25 @@ func TestMaxDownstreamConnectionsFlag(t *testing.T) {
 		"--max-downstream-connections=0":   0,
 		"-max-downstream-connections=4096": 4096,
 	} {
-		var argv []string
-		if args != "" {
-			argv = []string{args}
-		}
-		o, err := parseFlags(argv)
-		if err != nil {
-			t.Fatalf("%q: %v", args, err)
-		}
-		if o.MaxDownstreamConnections != want {
+		if o := mustParse(t, args); o.MaxDownstreamConnections != want {
 			t.Errorf("%q: MaxDownstreamConnections %d, want %d", args, o.MaxDownstreamConnections, want)
 		}
 	}
 	if _, err := parseFlags([]string{"--max-downstream-connections=-1"}); err == nil {
 		t.Error("a negative limit was accepted")
 	}
+}
+
+// mustParse parses one flag argument ("" for none) or fails the test.
+func mustParse(t *testing.T, arg string) nodeproxy.Options {
+	t.Helper()
+	var argv []string
+	if arg != "" {
+		argv = []string{arg}
+	}
+	o, err := parseFlags(argv)
+	if err != nil {
+		t.Fatalf("%q: %v", arg, err)
+	}
+	return o
 }
