@@ -3,7 +3,9 @@
 # root Makefile (REPO, OUT, GO; kindconfig.mk's K8S_VERSION, KC_BIN,
 # KC_K8S_LDFLAGS, kc_timed). See docs/peer.md.
 #   make e2e-peer                        tools, agnhost image, the set red then green; report in _artifacts/peer/
-#   make e2e-peer FOCUS='<regex>'        another --ginkgo.focus (default: the set, e2e/conformance/focus.txt)
+#   make e2e-peer PEER_SET=services      every spec of test/e2e/network/service.go and traffic_distribution.go
+#                                        (listed by e2e.test --list-tests); PEER_SET=core (default): e2e/conformance/focus.txt
+#   make e2e-peer FOCUS='<regex>'        another --ginkgo.focus (the report still lists the set)
 #   make e2e-peer PEER_PHASES=green      the phases to run: kube-proxy (baseline), red, green; the
 #                                        report holds every phase found in _artifacts/peer/
 #   make e2e-peer KEEP_CLUSTER=1 PROXY=builtin|envoy KIND_NODE_MODE=offline   as make e2e-svc
@@ -26,6 +28,9 @@ PEER_AGNHOST_SOURCE ?= build
 PEER_WORK       ?= $(REPO)/_work/peer
 PEER_ARTIFACTS  ?= $(REPO)/_artifacts/peer
 FOCUS           ?=
+# core: e2e/conformance/focus.txt, CI-sized; services: every spec of
+# Kubernetes' Service files, derived from the e2e binary; or a file's path.
+PEER_SET        ?= core
 PEER_PHASES     ?= red green
 # Who cuts the enrolled namespaces' Services: guard (the guard's
 # namespace-selector mode; empty: the runner's default) or label (the runner
@@ -33,7 +38,7 @@ PEER_PHASES     ?= red green
 PEER_CUT        ?=
 # e2e.test processes per phase, each running a share of the set (empty: the runner's 5).
 PEER_SHARDS     ?=
-# Bound of one phase's e2e.test run (empty: the runner's 8m).
+# Bound of one phase's e2e.test runs (empty: the runner's 8m for core, 40m otherwise).
 PEER_PHASE_TIMEOUT ?=
 # Kubernetes-sized builds run niced, leaving the CPU to whatever else runs on a small host.
 PEER_NICE       ?= nice -n 10
@@ -61,8 +66,8 @@ peer-image: $(PEER_AGNHOST) ## $(PEER_AGNHOST_IMAGE) built offline (agnhost on a
 	bash $(PEER_DIR)/image.sh
 
 .PHONY: e2e-peer
-e2e-peer: $(PEER_E2E_TEST) $(PEER_KUBECTL) $(if $(filter build,$(PEER_AGNHOST_SOURCE)),peer-image) $(KC_KIND) ## Kubernetes' own Service specs red then green through the agent; FOCUS=<regex> PEER_PHASES="red green" KEEP_CLUSTER=1 PROXY=; report in _artifacts/peer/
-	@REPO=$(REPO) GO="$(GO)" MAKE="$(MAKE) --no-print-directory" PHASES="$(PEER_PHASES)" FOCUS="$(FOCUS)" CUT="$(PEER_CUT)" PHASE_TIMEOUT="$(PEER_PHASE_TIMEOUT)" SHARDS="$(PEER_SHARDS)" \
+e2e-peer: $(PEER_E2E_TEST) $(PEER_KUBECTL) $(if $(filter build,$(PEER_AGNHOST_SOURCE)),peer-image) $(KC_KIND) ## Kubernetes' own Service specs red then green through the agent; PEER_SET=core|services FOCUS=<regex> PEER_PHASES="red green" KEEP_CLUSTER=1 PROXY=; report in _artifacts/peer/
+	@REPO=$(REPO) GO="$(GO)" MAKE="$(MAKE) --no-print-directory" PHASES="$(PEER_PHASES)" SET="$(PEER_SET)" FOCUS="$(FOCUS)" CUT="$(PEER_CUT)" PHASE_TIMEOUT="$(PEER_PHASE_TIMEOUT)" SHARDS="$(PEER_SHARDS)" \
 	PROXY="$(PROXY)" KEEP_CLUSTER="$(KEEP_CLUSTER)" ENVOY_IMAGE=$(ENVOY_IMAGE) ARTIFACTS=$(PEER_ARTIFACTS) \
 	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) \
 	E2E_TEST=$(PEER_E2E_TEST) KUBECTL=$(PEER_KUBECTL) AGNHOST_IMAGE=$(PEER_AGNHOST_IMAGE) AGNHOST_SOURCE=$(PEER_AGNHOST_SOURCE) \
@@ -70,5 +75,5 @@ e2e-peer: $(PEER_E2E_TEST) $(PEER_KUBECTL) $(if $(filter build,$(PEER_AGNHOST_SO
 
 .PHONY: peer-report
 peer-report: ## Rebuild _artifacts/peer/report.md and peer.json from the phases found there
-	@$(GO) run ./e2e/conformance/cmd/conformance -report-only -artifacts $(PEER_ARTIFACTS) \
+	@$(GO) run ./e2e/conformance/cmd/conformance -report-only -set $(PEER_SET) -e2e-test $(PEER_E2E_TEST) -artifacts $(PEER_ARTIFACTS) \
 	-docs-link $$(realpath --relative-to=$(PEER_ARTIFACTS) $(REPO)/docs/peer.md)

@@ -3,7 +3,10 @@
 # the agnhost binary (e2e/conformance/tools) on a minimal Debian rootfs
 # holding what Kubernetes' network specs exec in it: /bin/sh, curl, wget, nc
 # (OpenBSD flavour), seq, date, sleep (coreutils), ss (iproute2). Upstream's
-# image is Alpine-based (test/images/agnhost/Dockerfile); the rest of its
+# image is Alpine-based (test/images/agnhost/Dockerfile), so its wget is
+# busybox's: one try, -T bounds it. GNU wget tries 20 times with back-off
+# and turns every failed check of a spec into minutes, so wget here is
+# busybox's too (its nc is not: the specs use OpenBSD's flags). The rest of its
 # layout is copied: /agnhost as ENTRYPOINT with CMD pause, /agnhost-2,
 # /uploads, porter's localhost.crt/key, user 1000 in group 50000.
 #
@@ -15,7 +18,7 @@
 set -euo pipefail
 : "${AGNHOST:?}" "${AGNHOST_VERSION:?}" "${AGNHOST_SRC:?}" "${IMAGE:?}" "${WORK:?}" "${DEBIAN_MIRROR:?}"
 DEBIAN_SUITE=bookworm
-PACKAGES=curl,wget,netcat-openbsd,iproute2,ca-certificates
+PACKAGES=curl,busybox,netcat-openbsd,iproute2,ca-certificates
 ROOTFS_IMAGE=svclb/agnhost-rootfs:$DEBIAN_SUITE
 
 T0=$(date +%s)
@@ -32,18 +35,20 @@ test -f "$AGNHOST_SRC/porter/localhost.crt" || die "agnhost sources not found in
 mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
 
-key="$DEBIAN_SUITE $PACKAGES"
+key="$DEBIAN_SUITE $PACKAGES wget=busybox"
 if [ ! -x "$WORK/rootfs/bin/sh" ] || [ "$(cat "$WORK/rootfs.key" 2>/dev/null)" != "$key" ]; then
   step "debootstrap $DEBIAN_SUITE ($PACKAGES) from $DEBIAN_MIRROR (log: $WORK/debootstrap.log)"
   rm -rf "$WORK/rootfs" "$WORK/rootfs.tmp" "$WORK/rootfs.key"
   debootstrap --variant=minbase --include="$PACKAGES" "$DEBIAN_SUITE" "$WORK/rootfs.tmp" "$DEBIAN_MIRROR" \
     >"$WORK/debootstrap.log" 2>&1 || die "debootstrap failed, see $WORK/debootstrap.log"
   rm -rf "$WORK/rootfs.tmp/var/cache/apt/archives/"*.deb "$WORK/rootfs.tmp/var/lib/apt/lists/"*
+  ln -sf /bin/busybox "$WORK/rootfs.tmp/usr/bin/wget"
   for t in sh curl wget nc seq date sleep ss; do
     chroot "$WORK/rootfs.tmp" sh -c "command -v $t" >/dev/null || die "rootfs lacks $t"
   done
   # OpenBSD's nc (-z, -w, -q as the specs use them), not traditional's.
   chroot "$WORK/rootfs.tmp" readlink -f /bin/nc | grep -q openbsd || die "nc is not netcat-openbsd"
+  chroot "$WORK/rootfs.tmp" readlink -f /usr/bin/wget | grep -q busybox || die "wget is not busybox's"
   mv "$WORK/rootfs.tmp" "$WORK/rootfs"
   echo "$key" >"$WORK/rootfs.key"
 fi

@@ -56,6 +56,7 @@ step "go build ./e2e/conformance/cmd/conformance"
 "${go_cmd[@]}" build -o "$runner" ./e2e/conformance/cmd/conformance || { cluster_down; step "FAILED: the runner does not build"; exit 1; }
 args=(-kubeconfig "$KUBECONFIG_FILE" -cluster "$CLUSTER" -e2e-test "$E2E_TEST" -kubectl "$KUBECTL"
   -artifacts "$ARTIFACTS" -phases "$PHASES" -proxy "$PROXY" -envoy-image "$ENVOY_IMAGE")
+[ -n "${SET:-}" ] && args+=(-set "$SET")
 [ -n "${FOCUS:-}" ] && args+=(-focus "$FOCUS")
 [ -n "${CUT:-}" ] && args+=(-cut "$CUT")
 [ -n "${PHASE_TIMEOUT:-}" ] && args+=(-phase-timeout "$PHASE_TIMEOUT")

@@ -28,14 +28,14 @@ import (
 type options struct {
 	kubeconfig, clusterName string
 	e2eTest, kubectl        string
-	setFile, focus          string
+	set, coreFile, focus    string
 	phases                  []string
 	artifacts, docsLink     string
 	enroll                  enroll.Options
 	phaseTimeout            time.Duration
 	shards                  int
 	reportOnly              bool
-	set                     []string
+	names                   []string
 }
 
 var start = time.Now()
@@ -51,7 +51,8 @@ func main() {
 	flag.StringVar(&o.clusterName, "cluster", "svclb", "kind cluster name")
 	flag.StringVar(&o.e2eTest, "e2e-test", "_output/bin/k8s-e2e.test", "Kubernetes' e2e binary (go test -c k8s.io/kubernetes/test/e2e)")
 	flag.StringVar(&o.kubectl, "kubectl", "_output/bin/kubectl", "kubectl of the same version, for --kubectl-path")
-	flag.StringVar(&o.setFile, "set", "e2e/conformance/focus.txt", "the set: one spec name per line")
+	flag.StringVar(&o.set, "set", specs.SetCore, "the set: "+specs.SetCore+" (the -core-file list), "+specs.SetServices+" (every spec of "+strings.Join(specs.ServiceFiles, ", ")+", from e2e.test --list-tests) or a file of spec names, one per line")
+	flag.StringVar(&o.coreFile, "core-file", "e2e/conformance/focus.txt", "the "+specs.SetCore+" set: one spec name per line")
 	flag.StringVar(&o.focus, "focus", "", "--ginkgo.focus regex instead of the set's (the report still lists the set)")
 	flag.StringVar(&phases, "phases", "red,green", "phases to run, in order: kube-proxy, red, green (comma or space separated)")
 	flag.StringVar(&o.artifacts, "artifacts", "_artifacts/peer", "report directory (one subdirectory per phase)")
@@ -61,7 +62,7 @@ func main() {
 	flag.StringVar(&o.enroll.GuardFlag, "guard-flag", "namespace-selector", "the guard's namespace-selector flag (-cut=guard)")
 	flag.StringVar(&o.enroll.Proxy, "proxy", manifests.ProxyBuiltin, "node proxy: builtin or envoy")
 	flag.StringVar(&o.enroll.EnvoyImage, "envoy-image", "", "Envoy image for -proxy=envoy (default: fixtures/envoy's)")
-	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 8*time.Minute, "bound of one phase's e2e.test run")
+	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 0, "bound of one phase's e2e.test runs (0: 8m for the core set, 40m otherwise)")
 	flag.IntVar(&o.shards, "shards", 0, "e2e.test processes per phase, each running a share of the set side by side (upstream runs these specs in parallel too: none is [Serial]); 0: 8 for red (each red spec waits out a 2-minute timeout), 5 otherwise; 1 with -focus")
 	flag.BoolVar(&o.reportOnly, "report-only", false, "only rebuild report.md and peer.json from the phases in -artifacts")
 	flag.Parse()
@@ -78,11 +79,17 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	set, err := specs.ReadSet(o.setFile)
+	set, err := loadSet(ctx, o)
 	if err != nil {
 		return err
 	}
-	o.set = set
+	o.names = set
+	if o.phaseTimeout == 0 {
+		o.phaseTimeout = 40 * time.Minute
+		if o.set == specs.SetCore {
+			o.phaseTimeout = 8 * time.Minute
+		}
+	}
 	var runErr error
 	if !o.reportOnly {
 		runErr = runPhases(ctx, o)
@@ -153,7 +160,7 @@ func runPhases(ctx context.Context, o options) (retErr error) {
 		} else if enrolled != nil {
 			return errors.New("phase kube-proxy must come before red and green")
 		}
-		if err := runE2E(ctx, o, ph, setup); err != nil {
+		if err := runE2E(ctx, o, c, ph, setup); err != nil {
 			errs = append(errs, err)
 		}
 		if ctx.Err() != nil {
@@ -163,10 +170,49 @@ func runPhases(ctx context.Context, o options) (retErr error) {
 	return errors.Join(errs...)
 }
 
-// focuses are the --ginkgo.focus of each e2e.test process of phase.
-func focuses(o options, phase string) []string {
+// loadSet is the set's spec names. With -report-only the set a run saved in
+// the artifacts is read back, so the report needs neither e2e.test nor the
+// flags of the run.
+func loadSet(ctx context.Context, o options) ([]string, error) {
+	if o.reportOnly {
+		if names, err := specs.ReadSet(filepath.Join(o.artifacts, specs.SavedSetFile)); err == nil {
+			return names, nil
+		}
+	}
+	var names []string
+	var err error
+	switch o.set {
+	case specs.SetCore:
+		names, err = specs.ReadSet(o.coreFile)
+	case specs.SetServices:
+		var listed []specs.Listed
+		if listed, err = specs.ListSpecs(ctx, o.e2eTest); err == nil {
+			names, err = specs.InFiles(listed, specs.ServiceFiles)
+		}
+	default:
+		names, err = specs.ReadSet(o.set)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("set %s: %w", o.set, err)
+	}
+	if !o.reportOnly {
+		if err := os.MkdirAll(o.artifacts, 0o755); err != nil {
+			return nil, err
+		}
+		if err := specs.SaveSet(filepath.Join(o.artifacts, specs.SavedSetFile), o.set, names); err != nil {
+			return nil, err
+		}
+	}
+	logf("set %s: %d specs", o.set, len(names))
+	return names, nil
+}
+
+// waves are the --ginkgo.focus of each e2e.test process of phase: the first
+// wave's run side by side, then each later wave alone (upstream's [Serial]
+// and [Disruptive] specs, one process running them one after another).
+func waves(o options, phase string) [][]string {
 	if o.focus != "" {
-		return []string{o.focus}
+		return [][]string{{o.focus}}
 	}
 	n := o.shards
 	if n <= 0 {
@@ -175,16 +221,21 @@ func focuses(o options, phase string) []string {
 			n = 8
 		}
 	}
-	var out []string
-	for _, share := range specs.Shares(o.set, n) {
-		out = append(out, specs.Focus(share))
+	parallel, serial := specs.Plan(o.names, n)
+	var side []string
+	for _, share := range parallel {
+		side = append(side, specs.Focus(share))
+	}
+	out := [][]string{side}
+	if len(serial) > 0 {
+		out = append(out, []string{specs.Focus(serial)})
 	}
 	return out
 }
 
 // runE2E runs phase into <artifacts>/<phase>: one e2e.test per focus, side by
 // side, each with its own report directory shard-<i>.
-func runE2E(ctx context.Context, o options, phase, setup string) error {
+func runE2E(ctx context.Context, o options, c *cluster.Cluster, phase, setup string) error {
 	dir := filepath.Join(o.artifacts, phase)
 	if err := os.RemoveAll(dir); err != nil {
 		return err
@@ -193,24 +244,53 @@ func runE2E(ctx context.Context, o options, phase, setup string) error {
 	if err != nil {
 		return err
 	}
-	fs := focuses(o, phase)
-	run := specs.PhaseRun{Phase: phase, Started: time.Now(), Setup: setup, Focus: fs, Shards: len(fs)}
-	logf("phase %s: %s; %d e2e.test side by side (logs: %s/shard-*/e2e.log)", phase, setup, len(fs), dir)
-	// Ginkgo stops itself at --ginkgo.timeout; the context's bound is a minute later.
-	rctx, cancel := context.WithTimeout(ctx, o.phaseTimeout+time.Minute)
+	ws := waves(o, phase)
+	var fs []string
+	for _, w := range ws {
+		fs = append(fs, w...)
+	}
+	run := specs.PhaseRun{Phase: phase, Started: time.Now(), Setup: setup, Focus: fs, Shards: len(fs), Enrolled: phase != specs.PhaseKubeProxy}
+	var cov *enroll.Coverage
+	if run.Enrolled {
+		// A spec is judged only if its namespace was enrolled (and so cut).
+		if cov, err = enroll.WatchCoverage(ctx, c.CS, o.enroll.Selector); err != nil {
+			return err
+		}
+	}
+	logf("phase %s: %s; %d e2e.test side by side, then %d alone (logs: %s/shard-*/e2e.log)", phase, setup, len(ws[0]), len(fs)-len(ws[0]), dir)
+	// Ginkgo stops each process at its --ginkgo.timeout, the share of the
+	// phase's bound that is left; the context's bound is a minute later.
+	deadline := time.Now().Add(o.phaseTimeout)
+	rctx, cancel := context.WithDeadline(ctx, deadline.Add(time.Minute))
 	defer cancel()
 	codes := make([]int, len(fs))
 	errs := make([]error, len(fs))
-	var wg sync.WaitGroup
-	for i, focus := range fs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			codes[i], errs[i] = shard(rctx, o, kubectl, filepath.Join(dir, fmt.Sprintf("shard-%d", i+1)), focus, fmt.Sprintf("%s/%d", phase, i+1))
-		}()
+	i0 := 0
+	for wi, w := range ws {
+		left := time.Until(deadline)
+		if left <= 0 {
+			errs[i0] = fmt.Errorf("wave %d of %d not started: the phase's bound (%s) is spent", wi+1, len(ws), o.phaseTimeout)
+			break
+		}
+		var wg sync.WaitGroup
+		for j, focus := range w {
+			i := i0 + j
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				codes[i], errs[i] = shard(rctx, o, kubectl, filepath.Join(dir, fmt.Sprintf("shard-%d", i+1)), focus, fmt.Sprintf("%s/%d", phase, i+1), left)
+			}()
+		}
+		wg.Wait()
+		i0 += len(w)
 	}
-	wg.Wait()
 	run.Seconds = time.Since(run.Started).Seconds()
+	if cov != nil {
+		run.Namespaces, run.NotEnrolled = cov.Stop()
+		if len(run.NotEnrolled) > 0 {
+			errs = append(errs, fmt.Errorf("%d namespaces of the e2e framework were not enrolled (their specs ran on plain kube-proxy): %s", len(run.NotEnrolled), strings.Join(run.NotEnrolled, ", ")))
+		}
+	}
 	for _, c := range codes {
 		if c != 0 && run.ExitCode == 0 {
 			run.ExitCode = c
@@ -229,7 +309,7 @@ func runE2E(ctx context.Context, o options, phase, setup string) error {
 
 // shard runs e2e.test once with focus into dir and returns its exit code
 // (-1 when it could not run, with the error).
-func shard(ctx context.Context, o options, kubectl, dir, focus, label string) (int, error) {
+func shard(ctx context.Context, o options, kubectl, dir, focus, label string, timeout time.Duration) (int, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return -1, err
 	}
@@ -242,7 +322,7 @@ func shard(ctx context.Context, o options, kubectl, dir, focus, label string) (i
 		"--kubeconfig="+o.kubeconfig, "--provider=skeleton", "--kubectl-path="+kubectl,
 		"--report-dir="+dir, "--dump-logs-on-failure=false",
 		"--ginkgo.focus="+focus, "--ginkgo.v", "--ginkgo.no-color",
-		"--ginkgo.timeout="+o.phaseTimeout.String())
+		"--ginkgo.timeout="+timeout.Round(time.Second).String())
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(log, pw), io.MultiWriter(log, pw)
 	done := make(chan struct{})

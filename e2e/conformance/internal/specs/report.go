@@ -32,8 +32,14 @@ type PhaseRun struct {
 	Setup string `json:"setup"`
 	// Focus is the --ginkgo.focus regex the phase ran (of each shard).
 	Focus []string `json:"focus"`
-	// Shards is how many e2e.test processes ran the phase side by side.
+	// Shards is how many e2e.test processes ran the phase.
 	Shards int `json:"shards"`
+	// Enrolled: the e2e framework's namespaces were to be enrolled (red,
+	// green). Namespaces counts those seen; NotEnrolled names those the
+	// selector missed, which makes the phase's verdicts void.
+	Enrolled    bool     `json:"enrolled,omitempty"`
+	Namespaces  int      `json:"namespaces,omitempty"`
+	NotEnrolled []string `json:"notEnrolled,omitempty"`
 }
 
 // JUnitFiles are the reports e2e.test wrote for phase: --report-dir is
@@ -111,6 +117,9 @@ func Build(dir string, set []string) (*Report, error) {
 		if err != nil {
 			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v (exit %d)", ph, err, run.ExitCode))
 		}
+		if len(run.NotEnrolled) > 0 {
+			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: namespaces not enrolled, their specs ran on plain kube-proxy: %s", ph, strings.Join(run.NotEnrolled, ", ")))
+		}
 		results[ph] = res
 	}
 	for _, spec := range set {
@@ -148,9 +157,13 @@ func (r *Report) Markdown(docsLink string) string {
 	var b strings.Builder
 	b.WriteString("# Kubernetes' own Service specs through the agent (make e2e-peer)\n\n")
 	fmt.Fprintf(&b, "Kubernetes v1.34.4 test/e2e, sig-network; verdicts and deviations: [docs/peer.md](%s).\n\n", docsLink)
-	b.WriteString("| phase | setup | wall | e2e.test exit |\n|---|---|---|---|\n")
+	b.WriteString("| phase | setup | wall | e2e.test processes | exit | framework namespaces (not enrolled) |\n|---|---|---|---|---|---|\n")
 	for _, p := range r.Phases {
-		fmt.Fprintf(&b, "| %s | %s | %.0f s | %d |\n", p.Phase, p.Setup, p.Seconds, p.ExitCode)
+		ns := "—"
+		if p.Enrolled {
+			ns = fmt.Sprintf("%d (%d)", p.Namespaces, len(p.NotEnrolled))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f s | %d | %d | %s |\n", p.Phase, p.Setup, p.Seconds, p.Shards, p.ExitCode, ns)
 	}
 	var phases []string
 	for _, ph := range AllPhases {
@@ -190,7 +203,7 @@ func (r *Report) Markdown(docsLink string) string {
 		fmt.Fprintf(&b, " %s | %s |\n", verdict, note)
 	}
 	b.WriteString("\n")
-	for _, v := range []string{Pass, ExpectedDeviation, SkippedVerdict, Fail, NotRun} {
+	for _, v := range Verdicts {
 		if n := r.Counts[v]; n > 0 {
 			fmt.Fprintf(&b, "- %s: %d\n", v, n)
 		}

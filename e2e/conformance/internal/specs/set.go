@@ -11,6 +11,32 @@ import (
 // Prefix is the container text of every spec of the set (common.SIGDescribe).
 const Prefix = "[sig-network] "
 
+// Named sets (the runner's -set, make e2e-peer PEER_SET).
+const (
+	// SetCore is e2e/conformance/focus.txt: the specs picked for the agent,
+	// CI-sized.
+	SetCore = "core"
+	// SetServices is every spec of ServiceFiles, listed by e2e.test.
+	SetServices = "services"
+)
+
+// SavedSetFile is where a run keeps its set in the artifacts directory, so a
+// report rebuilt later judges the same specs.
+const SavedSetFile = "set.txt"
+
+// SaveSet writes names in ReadSet's format, headed by the set's name.
+func SaveSet(path, set string, names []string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# set %s: %d specs\n", set, len(names))
+	for _, n := range names {
+		b.WriteString(n + "\n")
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("save the set: %w", err)
+	}
+	return nil
+}
+
 // ReadSet reads the set's spec names (e2e/conformance/focus.txt): one per
 // line, the text after Prefix; blank lines and lines starting with # are left
 // out.
@@ -65,10 +91,43 @@ func Find(results map[string]Result, name string) Result {
 	return Result{Name: Prefix + name, State: Absent}
 }
 
+// lookup finds spec in m: a key equal to it, or one it extends by labels
+// Ginkgo appends (" [Conformance]"), so maps keyed by the core set's short
+// names also serve the services set's full names.
+func lookup[T any](m map[string]T, spec string) (T, bool) {
+	if v, ok := m[spec]; ok {
+		return v, true
+	}
+	for k, v := range m {
+		if Matches(Prefix+spec, k) {
+			return v, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
 // Alone are the set's specs that run in a share of their own, with why.
 var Alone = map[string]string{
 	// execAffinityTestForSessionAffinityTimeout: 10 tries 125+5 s apart.
 	"Services should have session affinity timeout work for service with type clusterIP [LinuxOnly]": "when it fails it takes 10 × 130 s, longer than any phase",
+}
+
+// Plan splits the set for a phase: the specs that run side by side, dealt
+// into at most n shares (Shares); those that run one at a time after them
+// (Serial); and those that do not run at all (NotRunnable, judged SKIPPED).
+func Plan(set []string, n int) (parallel [][]string, serial []string) {
+	var side []string
+	for _, name := range set {
+		switch _, skip := NotRunnable(name); {
+		case skip:
+		case Serial(name):
+			serial = append(serial, name)
+		default:
+			side = append(side, name)
+		}
+	}
+	return Shares(side, n), serial
 }
 
 // Shares deals the set into n shares, one per e2e.test process: each Alone
@@ -77,7 +136,7 @@ var Alone = map[string]string{
 func Shares(set []string, n int) [][]string {
 	var alone, rest []string
 	for _, name := range set {
-		if _, ok := Alone[name]; ok {
+		if _, ok := lookup(Alone, name); ok {
 			alone = append(alone, name)
 		} else {
 			rest = append(rest, name)

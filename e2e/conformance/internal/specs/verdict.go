@@ -9,7 +9,13 @@ const (
 	SkippedVerdict    = "SKIPPED"
 	Fail              = "FAIL"
 	NotRun            = "NOT RUN"
+	// BaselineFail: green failed and so did plain kube-proxy on the same
+	// cluster, so the spec says nothing about the agent.
+	BaselineFail = "FAILS ON KUBE-PROXY TOO"
 )
+
+// Verdicts in report order.
+var Verdicts = []string{Pass, ExpectedDeviation, SkippedVerdict, BaselineFail, Fail, NotRun}
 
 // Deviation is a difference from kube-proxy that Proposal 044 itself
 // declares. Anchor is its section in docs/peer.md, where the reason is
@@ -62,6 +68,10 @@ type Row struct {
 // spec pass). Without a green run the kube-proxy baseline decides.
 func Judge(spec string, runs map[string]Result) Row {
 	row := Row{Spec: spec, Runs: runs}
+	if why, ok := NotRunnable(spec); ok {
+		row.Verdict, row.Note = SkippedVerdict, "not run on kind: "+why
+		return row
+	}
 	var notes []string
 	decide, ok := runs[PhaseGreen]
 	if !ok {
@@ -80,17 +90,20 @@ func Judge(spec string, runs map[string]Result) Row {
 			notes = append(notes, "skip: "+decide.Message)
 		}
 	default:
-		if d, ok := Deviations[spec]; ok && decide.Name != "" {
+		base, hasBase := runs[PhaseKubeProxy]
+		if d, ok := lookup(Deviations, spec); ok && decide.Name != "" {
 			row.Verdict, row.Deviation = ExpectedDeviation, &d
+		} else if hasBase && base.State == Failed {
+			row.Verdict = BaselineFail
 		} else {
 			row.Verdict = Fail
-			if c, ok := Causes[spec]; ok {
+			if c, ok := lookup(Causes, spec); ok {
 				row.Cause = &c
 			}
 		}
 	}
 	if red, ok := runs[PhaseRed]; ok && red.State == Passed {
-		notes = append(notes, "red passed: not served through the agent")
+		notes = append(notes, "red passed: not served through the agent ("+RedPassReason(spec)+")")
 	}
 	row.Note = strings.Join(notes, "; ")
 	return row
