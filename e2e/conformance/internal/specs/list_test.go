@@ -7,14 +7,15 @@ import (
 )
 
 // listOutput is e2e.test --list-tests as a -trimpath build prints it
-// (test/e2e/framework/test_context.go, listTestInformation), cut to a few
+// (test/e2e/framework/test_context.go, listTestInformation; the path as
+// k8s-e2e.test v1.34.4 prints it), cut to a few
 // specs.
 const listOutput = `The following spec names can be used with 'ginkgo run --focus/skip':
-    k8s.io/kubernetes/test/e2e/network/service.go:4276: [sig-network] Services should support named targetPorts that resolve to different ports on different endpoints
-    k8s.io/kubernetes/test/e2e/network/service.go:740: [sig-network] Services should serve a basic endpoint from pods [Conformance]
-    k8s.io/kubernetes/test/e2e/network/service.go:1214: [sig-network] Services should work after restarting kube-proxy [Disruptive]
-    k8s.io/kubernetes/test/e2e/network/dns.go:50: [sig-network] DNS should provide DNS for the cluster [Conformance]
-    k8s.io/kubernetes/test/e2e/network/traffic_distribution.go:96: [sig-network] Traffic Distribution should route traffic to an endpoint in the same zone when using PreferClose
+    k8s.io/kubernetes@v1.34.4/test/e2e/network/service.go:4276: [sig-network] Services should support named targetPorts that resolve to different ports on different endpoints
+    k8s.io/kubernetes@v1.34.4/test/e2e/network/service.go:740: [sig-network] Services should serve a basic endpoint from pods [Conformance]
+    k8s.io/kubernetes@v1.34.4/test/e2e/network/service.go:1214: [sig-network] Services should work after restarting kube-proxy [Disruptive]
+    k8s.io/kubernetes@v1.34.4/test/e2e/network/dns.go:50: [sig-network] DNS should provide DNS for the cluster [Conformance]
+    k8s.io/kubernetes@v1.34.4/test/e2e/network/traffic_distribution.go:96: [sig-network] Traffic Distribution should route traffic to an endpoint in the same zone when using PreferClose
 
 `
 
@@ -23,7 +24,7 @@ func TestParseListAndInFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(listed) != 5 || listed[1].Line != 740 || listed[1].File != "k8s.io/kubernetes/test/e2e/network/service.go" {
+	if len(listed) != 5 || listed[1].Line != 740 || listed[1].File != "k8s.io/kubernetes@v1.34.4/test/e2e/network/service.go" {
 		t.Fatalf("parsed %+v", listed)
 	}
 	got, err := InFiles(listed, ServiceFiles)
@@ -43,8 +44,8 @@ func TestParseListAndInFiles(t *testing.T) {
 
 func TestInFilesRefusesWhatWouldNotMatch(t *testing.T) {
 	for name, out := range map[string]string{
-		"a file without specs": "    k8s.io/kubernetes/test/e2e/network/service.go:1: [sig-network] Services x\n",
-		"another container":    "    k8s.io/kubernetes/test/e2e/network/service.go:1: [sig-apps] Services x\n    k8s.io/kubernetes/test/e2e/network/traffic_distribution.go:2: [sig-network] Traffic Distribution y\n",
+		"a file without specs": "    k8s.io/kubernetes@v1.34.4/test/e2e/network/service.go:1: [sig-network] Services x\n",
+		"another container":    "    k8s.io/kubernetes@v1.34.4/test/e2e/network/service.go:1: [sig-apps] Services x\n    k8s.io/kubernetes@v1.34.4/test/e2e/network/traffic_distribution.go:2: [sig-network] Traffic Distribution y\n",
 	} {
 		listed, err := ParseList(strings.NewReader(out))
 		if err != nil {
