@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/aether-mesh/svclb/internal/nsselector"
 	"github.com/aether-mesh/svclb/internal/translate"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
@@ -43,13 +44,10 @@ func defaultSettings(phase1, phase2 bool, cds CDSMode) settings {
 	return settings{phase1: phase1, phase2: phase2, cds: cds, selector: text, sel: sel}
 }
 
-// defaultSelector is contract.DefaultNamespaceSelector, parsed.
+// defaultSelector is contract.DefaultNamespaceSelector, parsed (nsselector.Default).
 func defaultSelector() (string, labels.Selector) {
-	sel, err := labels.Parse(contract.DefaultNamespaceSelector)
-	if err != nil {
-		panic(fmt.Sprintf("contract.DefaultNamespaceSelector: %v", err))
-	}
-	return contract.DefaultNamespaceSelector, sel
+	d := nsselector.Default()
+	return d.Text, d.Sel
 }
 
 // SettingError is a ConfigMap key whose value the agent does not use (/status "settingsErrors").
@@ -137,14 +135,11 @@ func parseSettings(data map[string]string, def, last settings) (settings, []Sett
 		}
 		cur.cds = m
 	}
-	if v, ok := data[contract.KeyNamespaceSelector]; ok {
-		sel, err := labels.Parse(v)
-		if err != nil {
-			cur.selector, cur.sel = last.selector, last.sel
-			refuse(contract.KeyNamespaceSelector, v, last.selector, err)
-		} else {
-			cur.selector, cur.sel = v, sel
-		}
+	// The selector's rule is shared with the guard (internal/nsselector).
+	sel, err := nsselector.Read(data, nsselector.Selector{Text: last.selector, Sel: last.sel})
+	cur.selector, cur.sel = sel.Text, sel.Sel
+	if err != nil {
+		refuse(contract.KeyNamespaceSelector, data[contract.KeyNamespaceSelector], last.selector, err)
 	}
 	for k, v := range data {
 		if !slices.Contains(settingsKeys, k) {
