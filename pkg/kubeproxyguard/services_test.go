@@ -17,6 +17,19 @@ type recorder struct {
 	mu   sync.Mutex
 	last []types.NamespacedName
 	n    int
+	sel  NamespaceSelectorStatus
+}
+
+func (r *recorder) SetNamespaceSelector(st NamespaceSelectorStatus) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sel = st
+}
+
+func (r *recorder) selector() NamespaceSelectorStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sel
 }
 
 func (r *recorder) SetServices(s []types.NamespacedName) {

@@ -25,14 +25,18 @@ type ObjectRef struct {
 
 // Status is the JSON served at /status.
 type Status struct {
-	Node          string          `json:"node"`
-	Table         string          `json:"table"`
-	TablePresent  bool            `json:"tablePresent"`
-	Monitor       MonitorStatus   `json:"monitor"`
-	Passes        uint64          `json:"passes"`
-	LastPass      time.Time       `json:"lastPass"`
-	LastPassError string          `json:"lastPassError,omitempty"`
-	Services      []ServiceStatus `json:"services"`
+	Node          string        `json:"node"`
+	Table         string        `json:"table"`
+	TablePresent  bool          `json:"tablePresent"`
+	Monitor       MonitorStatus `json:"monitor"`
+	Passes        uint64        `json:"passes"`
+	LastPass      time.Time     `json:"lastPass"`
+	LastPassError string        `json:"lastPassError,omitempty"`
+	// NamespaceSelector is the selector the Services of whole namespaces are chosen by
+	// (WatchServicesByNamespace); nil when only labelled Services are (WatchServices, and the
+	// one-shot and watch commands).
+	NamespaceSelector *NamespaceSelectorStatus `json:"namespaceSelector,omitempty"`
+	Services          []ServiceStatus          `json:"services"`
 	// Refused: chosen Services the guard will not cut (see Refuse).
 	Refused []RefusedService `json:"refused"`
 }

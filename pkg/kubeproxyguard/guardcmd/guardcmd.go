@@ -13,13 +13,13 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/aether-mesh/svclb/internal/httpserve"
+	"github.com/aether-mesh/svclb/internal/nsselector"
 	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/kubeproxyguard"
 )
@@ -34,8 +34,9 @@ func DefaultListen(getenv func(string) string) string {
 var usage = `usage: svclb-guard <command> [flags]
 
 commands:
-  run     guard the Services labelled ` + kubeproxyguard.Selector.String() + ` (DaemonSet mode; node name from NODE_NAME),
-          and with -namespace-selector every Service of the namespaces it matches
+  run     guard the Services labelled ` + kubeproxyguard.Selector.String() + ` and every Service of the namespaces
+          the agent enrolls (its ConfigMap's namespace selector; -namespace-selector overrides it)
+          (DaemonSet mode; node name from NODE_NAME)
   list    print the Services that have ClusterIP entries in table ip kube-proxy (on path, or "cut" by the guard)
   delete  NS/NAME...  cut their kube-proxy ClusterIP entries once (verdict continue)
   watch   NS/NAME...  keep them cut until interrupted (no apiserver)
@@ -134,15 +135,15 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	resync := fs.Duration("resync", time.Second, "period of the full reconcile behind the nft monitor")
 	node := fs.String("node", os.Getenv("NODE_NAME"), "this node's name (reported in /status)")
 	nsSelector := fs.String("namespace-selector", "",
-		"also guard every Service of the namespaces this label selector matches (svclb-cni's enrolled namespaces, e.g. "+
-			contract.DefaultNamespaceSelector+"), never default/kubernetes; empty: the labelled Services only")
+		"override the agent's namespace selector (ConfigMap "+contract.Namespace+"/"+contract.AgentConfigMap+", key "+contract.KeyNamespaceSelector+
+			"), which the guard otherwise follows; kubectl syntax, not empty. Without it the guard chooses the Services of the namespaces the agent enrolls, as the agent reads its ConfigMap")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
-	nsSel, err := namespaceSelector(*nsSelector)
+	sel, err := namespaceSelection(fs, *nsSelector)
 	if err != nil {
 		return err
 	}
@@ -164,12 +165,8 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	errc := make(chan error, 3)
 	go func() { errc <- serve(ctx, *listen, g.Handler(), log) }()
 	go func() { errc <- g.Run(ctx) }()
-	if nsSel == nil {
-		go func() { errc <- kubeproxyguard.WatchServices(ctx, client, g) }()
-	} else {
-		go func() { errc <- kubeproxyguard.WatchServicesByNamespace(ctx, client, nsSel, g) }()
-	}
-	log.Info("svclb-guard running", "node", *node, "listen", *listen, "selector", kubeproxyguard.Selector.String(), "namespaceSelector", *nsSelector)
+	go func() { errc <- kubeproxyguard.WatchServicesByNamespace(ctx, client, sel, g) }()
+	log.Info("svclb-guard running", "node", *node, "listen", *listen, "selector", kubeproxyguard.Selector.String(), "namespaceSelector", describeSelection(sel))
 	err = <-errc // the first to end ends all
 	cancel()
 	for range 2 {
@@ -178,16 +175,31 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	return err
 }
 
-// namespaceSelector parses -namespace-selector: nil for "" (label mode).
-func namespaceSelector(s string) (labels.Selector, error) {
+// namespaceSelection reads -namespace-selector: not given, the agent's ConfigMap decides; given,
+// it overrides it. An empty one is refused: to the agent "" selects every namespace, to
+// earlier guards it meant none, and an override must not be read two ways.
+func namespaceSelection(fs *flag.FlagSet, s string) (kubeproxyguard.NamespaceSelection, error) {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "namespace-selector" })
+	if !given {
+		return kubeproxyguard.NamespaceSelection{}, nil
+	}
 	if strings.TrimSpace(s) == "" {
-		return nil, nil
+		return kubeproxyguard.NamespaceSelection{}, usageError{fmt.Errorf("-namespace-selector %q: an empty selector selects every namespace (the agent's reading); omit the flag to follow the agent's ConfigMap", s)}
 	}
-	sel, err := labels.Parse(s)
+	sel, err := nsselector.Parse(s)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("-namespace-selector %q: %w", s, err)}
+		return kubeproxyguard.NamespaceSelection{}, usageError{fmt.Errorf("-namespace-selector %q: %w", s, err)}
 	}
-	return sel, nil
+	return kubeproxyguard.NamespaceSelection{Override: &sel}, nil
+}
+
+// describeSelection is the selection for the start-up log line.
+func describeSelection(sel kubeproxyguard.NamespaceSelection) string {
+	if sel.Override != nil {
+		return sel.Override.Text + " (--namespace-selector)"
+	}
+	return "the agent's (ConfigMap " + contract.Namespace + "/" + contract.AgentConfigMap + ")"
 }
 
 // serve serves h on addr until ctx ends ("" serves nothing), with the limits every svclb

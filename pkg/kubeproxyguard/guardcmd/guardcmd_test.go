@@ -3,6 +3,7 @@ package guardcmd
 import (
 	"bytes"
 	"context"
+	"flag"
 	"io"
 	"log/slog"
 	"net"
@@ -33,6 +34,7 @@ func TestMainUsage(t *testing.T) {
 		{[]string{"watch", "default/kubernetes"}, 2, "stays on kube-proxy's path"},
 		{[]string{"list", "-h"}, 0, "-json"},
 		{[]string{"run", "-namespace-selector", "svclb.dev/mesh in (enabled"}, 2, "-namespace-selector"},
+		{[]string{"run", "-namespace-selector="}, 2, "an empty selector selects every namespace"},
 		{[]string{"run", "-h"}, 0, "-namespace-selector"},
 	} {
 		var out, errb bytes.Buffer
@@ -50,17 +52,39 @@ func TestParseServices(t *testing.T) {
 	}
 }
 
-// TestNamespaceSelector: empty is label mode; a malformed selector is a usage error.
-func TestNamespaceSelector(t *testing.T) {
-	if sel, err := namespaceSelector(" "); sel != nil || err != nil {
-		t.Errorf("empty: got %v, %v; want label mode", sel, err)
-	}
-	sel, err := namespaceSelector(contract.DefaultNamespaceSelector)
-	if err != nil || sel.String() != contract.DefaultNamespaceSelector {
-		t.Errorf("default: got %v, %v", sel, err)
-	}
-	if _, err := namespaceSelector("!"); err == nil {
-		t.Error("a malformed selector is accepted")
+// TestNamespaceSelection: without the flag the agent's ConfigMap decides; with it, it is an
+// override; an empty or malformed one is a usage error (the empty selector is "every
+// namespace" to the agent and was "none" to the flag before: never read two ways).
+func TestNamespaceSelection(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		override string // "-": none
+		bad      bool
+	}{
+		{nil, "-", false},
+		{[]string{"-namespace-selector=" + contract.DefaultNamespaceSelector}, contract.DefaultNamespaceSelector, false},
+		{[]string{"-namespace-selector", "team in (a,b)"}, "team in (a,b)", false},
+		{[]string{"-namespace-selector= "}, "", true},
+		{[]string{"-namespace-selector=!"}, "", true},
+	} {
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		v := fs.String("namespace-selector", "", "")
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		sel, err := namespaceSelection(fs, *v)
+		switch {
+		case tc.bad:
+			if err == nil {
+				t.Errorf("%q: accepted", tc.args)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tc.args, err)
+		case tc.override == "-" && sel.Override != nil:
+			t.Errorf("%q: override %q, want the agent's ConfigMap", tc.args, sel.Override.Text)
+		case tc.override != "-" && (sel.Override == nil || sel.Override.Text != tc.override):
+			t.Errorf("%q: override %+v, want %q", tc.args, sel.Override, tc.override)
+		}
 	}
 }
 
