@@ -41,6 +41,12 @@ type Options struct {
 	// SetServices. The one-shot and watch commands leave it off: their
 	// few Services are not the node's whole truth.
 	RestoreUnchosen bool
+	// Cut is how the chosen Services are cut: contract.GuardCutAll (the default, "" too):
+	// kube-proxy's ClusterIP entries overwritten for every client; contract.GuardCutProxy:
+	// only the node proxy's marked connections refused, in the guard's own table (proxycut.go).
+	// A pass of either mode undoes what the other left: a proxy cut puts back the chosen
+	// Services' overwritten entries; an all cut with RestoreUnchosen deletes the guard's table.
+	Cut string
 }
 
 // Guard cuts kube-proxy's ClusterIP entry points (map elements) of chosen
@@ -74,6 +80,7 @@ type serviceState struct {
 	state       string
 	remaining   []ObjectRef
 	cutPorts    []string   // as the last pass found them (ServiceStatus.CutPorts)
+	proxyCut    []vipPort  // the proxy cut's elements of the Service (ServiceStatus.ProxyCut)
 	keptPorts   []KeptPort // ServiceStatus.KubeProxyPorts
 	deleted     map[ObjectRef]struct{}
 	seenOff     bool // a pass saw the Service off kube-proxy's path
@@ -94,6 +101,13 @@ func New(o Options) (*Guard, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	switch o.Cut {
+	case "":
+		o.Cut = contract.GuardCutAll
+	case contract.GuardCutAll, contract.GuardCutProxy:
+	default:
+		return nil, fmt.Errorf("cut mode %q: want %q or %q", o.Cut, contract.GuardCutAll, contract.GuardCutProxy)
+	}
 	g := &Guard{
 		o:        o,
 		log:      o.Logger,
@@ -104,6 +118,10 @@ func New(o Options) (*Guard, error) {
 	}
 	g.st.Node = o.NodeName
 	g.st.Table = "ip " + TableName
+	g.st.Cut = o.Cut
+	if g.proxyMode() {
+		g.st.ProxyCut = &ProxyCutStatus{Table: "ip " + contract.GuardTable, Set: contract.GuardProxyCutSet, Mark: fmt.Sprintf("%#x", contract.ProxyUpstreamMark)}
+	}
 	if err := g.dial(); err != nil {
 		return nil, err
 	}
@@ -138,6 +156,9 @@ func (g *Guard) Close() error {
 	g.redial()
 	return nil
 }
+
+// proxyMode: the proxy cut (Options.Cut).
+func (g *Guard) proxyMode() bool { return g.o.Cut == contract.GuardCutProxy }
 
 // RefusedAPIServer is why the guard never cuts contract.APIServerService.
 const RefusedAPIServer = "the apiserver's Service stays on kube-proxy's path (Proposal 044, Non-goals); svclb never serves it"

@@ -24,6 +24,13 @@ type pass struct {
 
 	restoreErr  error                          // the last failed restore transaction
 	restoreErrs map[types.NamespacedName]error // of chosen Services (their stale cuts)
+
+	// The proxy cut (Options.Cut contract.GuardCutProxy; removeProxyCut's error in an all cut).
+	proxyWant   map[types.NamespacedName][]vipPort // per chosen Service, what its set should refuse
+	proxyHave   map[vipPort]bool                   // in the set when the pass read it
+	proxyAdded  map[vipPort]bool                   // added to the set in this pass
+	proxyErr    error                              // reading or writing the guard's table failed
+	proxyResets uint64                             // the rule's counter as the pass read it
 }
 
 // Reconcile runs one pass: it reads kube-proxy's ClusterIP entry points of
@@ -54,21 +61,34 @@ func (g *Guard) Reconcile() (err error) {
 
 	p.tb, err = g.read(p.want)
 	if errors.Is(err, errNoTable) {
-		g.recordNoTable()
-		return nil
+		p.tb = nil
+		if g.proxyMode() {
+			g.syncProxyCut(p) // nothing to refuse: what kube-proxy does not serve needs no cut
+		}
+		g.recordNoTable(p)
+		return p.proxyErr
 	}
 	if err != nil {
 		return err
 	}
-	g.cutOnPath(p)
-	g.restoreCuts(p)
-	g.recordServices(p)
+	if g.proxyMode() {
+		// The set first: an all cut put back in this pass is refused to the proxy before
+		// kube-proxy's verdict returns.
+		g.syncProxyCut(p)
+		g.restoreCuts(p)
+		g.recordProxyServices(p)
+	} else {
+		g.cutOnPath(p)
+		g.restoreCuts(p)
+		g.removeProxyCut(p)
+		g.recordServices(p)
+	}
 	// A failed transaction's error repeats for every Service of its group:
 	// one says it.
 	for _, e := range p.cutErrs {
 		return e
 	}
-	return p.restoreErr
+	return errors.Join(p.proxyErr, p.restoreErr)
 }
 
 // beginPass takes the chosen Services and the pending nft event time.

@@ -1,10 +1,13 @@
 package kubeproxyguard
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 // recordPass counts the pass in Status.
@@ -21,13 +24,78 @@ func (g *Guard) recordPass(p *pass, err error) {
 
 // recordNoTable records a node without kube-proxy's table: no guarded
 // Service is on its path.
-func (g *Guard) recordNoTable() {
+func (g *Guard) recordNoTable(p *pass) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.st.TablePresent = false
+	if g.st.ProxyCut != nil && p.proxyErr == nil {
+		g.st.ProxyCut.Resets = p.proxyResets
+	}
 	for _, s := range g.services {
 		s.state, s.remaining, s.seenOff = StateClean, nil, true
-		s.cutPorts, s.keptPorts = nil, nil
+		s.cutPorts, s.keptPorts, s.proxyCut = nil, nil, nil
+	}
+}
+
+// recordProxyServices records a pass of the proxy cut for each Service it guarded: clean
+// when the guard's set refuses the node proxy every ClusterIP . port of its cut ports, as
+// kube-proxy has them; on-path when the set could not be written (the proxy's connections
+// reach kube-proxy). kube-proxy never restores anything of the guard's table: there are no
+// re-cuts to count.
+func (g *Guard) recordProxyServices(p *pass) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.st.TablePresent = true
+	if p.proxyErr == nil {
+		g.st.ProxyCut.Resets = p.proxyResets
+	}
+	for svc, st := range g.services {
+		if !p.want[svc] {
+			continue
+		}
+		o := p.tb.services[svc]
+		if o == nil {
+			o = &objects{}
+		}
+		g.recordPorts(svc, st, o)
+		if err := p.restoreErrs[svc]; err != nil {
+			st.noteError(err)
+		}
+		vps := p.proxyWant[svc]
+		if p.proxyErr != nil {
+			// What the set held before the failed write still refuses.
+			var held []vipPort
+			for _, v := range vps {
+				if p.proxyHave[v] {
+					held = append(held, v)
+				}
+			}
+			st.proxyCut = held
+			if len(held) < len(vps) {
+				g.fail(svc, st, p.proxyErr)
+				st.state, st.remaining = StateOnPath, o.names()
+			} else {
+				st.state, st.remaining = StateClean, nil
+			}
+			g.metrics.onPath.WithLabelValues(svc.Namespace, svc.Name).Set(boolFloat(st.state == StateOnPath))
+			continue
+		}
+		var added []string
+		for _, v := range vps {
+			if p.proxyAdded[v] {
+				added = append(added, v.String())
+			}
+		}
+		if len(added) > 0 {
+			st.deletions++
+			g.metrics.deletions.WithLabelValues(svc.Namespace, svc.Name).Inc()
+			g.log.Info("refusing the node proxy's connections to the Service's cut ports; every other client keeps kube-proxy",
+				"service", svc, "elements", added, "mark", fmt.Sprintf("%#x", contract.ProxyUpstreamMark))
+		}
+		st.proxyCut = vps
+		st.seenOff = true
+		st.state, st.remaining = StateClean, nil
+		g.metrics.onPath.WithLabelValues(svc.Namespace, svc.Name).Set(0)
 	}
 }
 

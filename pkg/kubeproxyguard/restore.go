@@ -14,6 +14,9 @@ import (
 //     kube-proxy (objects.Stale, cut by a guard that cut every protocol and
 //     port): its UDP, SCTP and DNS ports work for everyone again once this
 //     guard replaces that one, whatever the chosen set is the truth of;
+//   - in a proxy cut, of a chosen Service, also those an all cut left
+//     (objects.Cut), once the guard's set refuses them to the node proxy
+//     (syncProxyCut ran first and did not fail);
 //   - of every Service not chosen, all of them (label removed, namespace no
 //     longer selected, or chosen before the guard restarted). Only a guard
 //     whose chosen set is the node's whole truth does this
@@ -28,6 +31,8 @@ func (g *Guard) restoreCuts(p *pass) {
 	for _, s := range p.tb.cutServices() {
 		o := p.tb.services[s]
 		switch {
+		case p.want[s] && g.proxyMode() && p.proxyErr == nil && len(o.Cut)+len(o.Stale) > 0:
+			put[s] = slices.Concat(o.Cut, o.Stale)
 		case p.want[s] && len(o.Stale) > 0:
 			put[s] = o.Stale
 		case !p.want[s] && p.authoritative:
@@ -53,9 +58,12 @@ func (g *Guard) restoreCuts(p *pass) {
 			continue
 		}
 		for _, s := range group {
-			if p.want[s] {
+			switch {
+			case p.want[s] && g.proxyMode():
+				g.log.Info("restored kube-proxy's ClusterIP entries: the proxy cut refuses only the node proxy's connections", "service", s, "ports", portNames(put[s]))
+			case p.want[s]:
 				g.log.Info("restored kube-proxy's ClusterIP entries of ports the meshed path leaves to kube-proxy", "service", s, "ports", portNames(put[s]))
-			} else {
+			default:
 				g.log.Info("restored kube-proxy's ClusterIP entries of a Service no longer guarded", "service", s, "elements", len(put[s]))
 			}
 		}

@@ -25,13 +25,17 @@ type ObjectRef struct {
 
 // Status is the JSON served at /status.
 type Status struct {
-	Node          string        `json:"node"`
-	Table         string        `json:"table"`
-	TablePresent  bool          `json:"tablePresent"`
-	Monitor       MonitorStatus `json:"monitor"`
-	Passes        uint64        `json:"passes"`
-	LastPass      time.Time     `json:"lastPass"`
-	LastPassError string        `json:"lastPassError,omitempty"`
+	Node  string `json:"node"`
+	Table string `json:"table"`
+	// Cut is the cut mode: contract.GuardCutAll or contract.GuardCutProxy.
+	Cut string `json:"cut"`
+	// ProxyCut is the proxy cut's table (Cut contract.GuardCutProxy only).
+	ProxyCut      *ProxyCutStatus `json:"proxyCut,omitempty"`
+	TablePresent  bool            `json:"tablePresent"`
+	Monitor       MonitorStatus   `json:"monitor"`
+	Passes        uint64          `json:"passes"`
+	LastPass      time.Time       `json:"lastPass"`
+	LastPassError string          `json:"lastPassError,omitempty"`
 	// NamespaceSelector is the selector the Services of whole namespaces are chosen by
 	// (WatchServicesByNamespace); nil when only labelled Services are (WatchServices, and the
 	// one-shot and watch commands).
@@ -39,6 +43,17 @@ type Status struct {
 	Services          []ServiceStatus          `json:"services"`
 	// Refused: chosen Services the guard will not cut (see Refuse).
 	Refused []RefusedService `json:"refused"`
+}
+
+// ProxyCutStatus is the guard's own table of the proxy cut.
+type ProxyCutStatus struct {
+	Table string `json:"table"`
+	Set   string `json:"set"`
+	// Mark is the SO_MARK refused (contract.ProxyUpstreamMark), hex.
+	Mark string `json:"mark"`
+	// Resets counts the node proxy's new connections reset since the table was written (the
+	// rule's counter, as the last pass read it).
+	Resets uint64 `json:"resets"`
 }
 
 // RefusedService is a chosen Service the guard refuses to cut, and why.
@@ -68,10 +83,17 @@ type ServiceStatus struct {
 	Name         string    `json:"name"`
 	GuardedSince time.Time `json:"guardedSince"`
 	State        string    `json:"state"`
+	// Cut is how CutPorts are cut (Status.Cut): contract.GuardCutAll, kube-proxy's ClusterIP
+	// entries overwritten, for every client; contract.GuardCutProxy, refused to the node
+	// proxy's connections only (ProxyCut), every other client keeps kube-proxy.
+	Cut string `json:"cut"`
 	// CutPorts: the ports ("tcp/80") whose ClusterIP entries the guard
 	// cuts, the ones the meshed path takes over (contract.MeshServes), as
 	// the last pass found them.
 	CutPorts []string `json:"cutPorts"`
+	// ProxyCut: with Cut contract.GuardCutProxy, the "ClusterIP . port" elements of the
+	// guard's set that refuse the node proxy this Service, as nft prints them.
+	ProxyCut []string `json:"proxyCut,omitempty"`
 	// KubeProxyPorts: the other ports, left on kube-proxy's path, and why.
 	KubeProxyPorts []KeptPort `json:"kubeProxyPorts"`
 	// Remaining: the ClusterIP entries the last pass failed to cut
@@ -100,11 +122,15 @@ func (g *Guard) Status() Status {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.st
+	if s.ProxyCut != nil {
+		pc := *s.ProxyCut
+		s.ProxyCut = &pc
+	}
 	s.Services = []ServiceStatus{}
 	for svc, st := range g.services {
 		ss := ServiceStatus{
 			Namespace: svc.Namespace, Name: svc.Name,
-			GuardedSince: st.since, State: st.state,
+			GuardedSince: st.since, State: st.state, Cut: g.o.Cut,
 			Remaining: append([]ObjectRef{}, st.remaining...),
 			Deleted:   []ObjectRef{},
 			Deletions: st.deletions, Redeletions: st.redeletions,
@@ -113,6 +139,9 @@ func (g *Guard) Status() Status {
 		}
 		ss.CutPorts = append([]string{}, st.cutPorts...)
 		ss.KubeProxyPorts = append([]KeptPort{}, st.keptPorts...)
+		for _, v := range st.proxyCut {
+			ss.ProxyCut = append(ss.ProxyCut, v.String())
+		}
 		if !st.lastRedel.IsZero() {
 			t := st.lastRedel
 			ss.LastRedeletion = &t

@@ -137,11 +137,17 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	nsSelector := fs.String("namespace-selector", "",
 		"override the agent's namespace selector (ConfigMap "+contract.Namespace+"/"+contract.AgentConfigMap+", key "+contract.KeyNamespaceSelector+
 			"), which the guard otherwise follows; kubectl syntax, not empty. Without it the guard chooses the Services of the namespaces the agent enrolls, as the agent reads its ConfigMap")
+	cut := fs.String("cut", contract.GuardCutAll, "how the chosen Services are cut: "+contract.GuardCutAll+
+		" (kube-proxy's ClusterIP entries overwritten: every client that is not meshed meets kube-proxy's REJECT) or "+contract.GuardCutProxy+
+		" (only the node proxy's connections, SO_MARK "+fmt.Sprintf("%#x", contract.ProxyUpstreamMark)+", are reset, in table ip "+contract.GuardTable+"; everyone else keeps kube-proxy)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	if *cut != contract.GuardCutAll && *cut != contract.GuardCutProxy {
+		return usageError{fmt.Errorf("-cut %q: want %s or %s", *cut, contract.GuardCutAll, contract.GuardCutProxy)}
 	}
 	sel, err := namespaceSelection(fs, *nsSelector)
 	if err != nil {
@@ -156,7 +162,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	g, err := kubeproxyguard.New(kubeproxyguard.Options{NodeName: *node, Resync: *resync, Logger: log, RestoreUnchosen: true})
+	g, err := kubeproxyguard.New(kubeproxyguard.Options{NodeName: *node, Resync: *resync, Logger: log, RestoreUnchosen: true, Cut: *cut})
 	if err != nil {
 		return err
 	}
@@ -166,7 +172,7 @@ func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	go func() { errc <- serve(ctx, *listen, g.Handler(), log) }()
 	go func() { errc <- g.Run(ctx) }()
 	go func() { errc <- kubeproxyguard.WatchServicesByNamespace(ctx, client, sel, g) }()
-	log.Info("svclb-guard running", "node", *node, "listen", *listen, "selector", kubeproxyguard.Selector.String(), "namespaceSelector", describeSelection(sel))
+	log.Info("svclb-guard running", "cut", *cut, "node", *node, "listen", *listen, "selector", kubeproxyguard.Selector.String(), "namespaceSelector", describeSelection(sel))
 	err = <-errc // the first to end ends all
 	cancel()
 	for range 2 {

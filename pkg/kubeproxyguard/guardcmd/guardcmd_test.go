@@ -36,6 +36,8 @@ func TestMainUsage(t *testing.T) {
 		{[]string{"run", "-namespace-selector", "svclb.dev/mesh in (enabled"}, 2, "-namespace-selector"},
 		{[]string{"run", "-namespace-selector="}, 2, "an empty selector selects every namespace"},
 		{[]string{"run", "-h"}, 0, "-namespace-selector"},
+		{[]string{"run", "-cut=some"}, 2, `-cut "some": want all or proxy`},
+		{[]string{"run", "-h"}, 0, "-cut"},
 	} {
 		var out, errb bytes.Buffer
 		code := Main(context.Background(), tc.args, &out, &errb)
