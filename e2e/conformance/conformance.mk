@@ -10,6 +10,7 @@
 #                                        report holds every phase found in _artifacts/peer/
 #   make e2e-peer KEEP_CLUSTER=1 PROXY=builtin|envoy KIND_NODE_MODE=offline   as make e2e-svc
 #   make e2e-peer PEER_AGNHOST_SOURCE=pull   online: the nodes pull upstream's agnhost image
+#   make e2e-peer PEER_GUARD_CUT=all     the guard cuts kube-proxy's entries for everyone (default proxy)
 #   make peer-tools                      only build k8s-e2e.test, agnhost (and kubectl)
 
 PEER_DIR        := $(REPO)/e2e/conformance
@@ -36,6 +37,10 @@ PEER_PHASES     ?= red green
 # namespace-selector mode; empty: the runner's default) or label (the runner
 # labels them for the guard's label mode).
 PEER_CUT        ?=
+# The guard's cut mode (PEER_CUT=guard): proxy (default: only the node proxy's
+# connections are refused, the framework's own clients keep kube-proxy) or all
+# (kube-proxy's entries cut for everyone, as in the legs).
+PEER_GUARD_CUT  ?= proxy
 # e2e.test processes per phase, each running a share of the set (empty: the runner's 5).
 PEER_SHARDS     ?=
 # Bound of one phase's e2e.test runs (empty: the runner's 8m for core, 40m otherwise).
@@ -67,7 +72,7 @@ peer-image: $(PEER_AGNHOST) ## $(PEER_AGNHOST_IMAGE) built offline (agnhost on a
 
 .PHONY: e2e-peer
 e2e-peer: $(PEER_E2E_TEST) $(PEER_KUBECTL) $(if $(filter build,$(PEER_AGNHOST_SOURCE)),peer-image) $(KC_KIND) ## Kubernetes' own Service specs red then green through the agent; PEER_SET=core|services FOCUS=<regex> PEER_PHASES="red green" KEEP_CLUSTER=1 PROXY=; report in _artifacts/peer/
-	@REPO=$(REPO) GO="$(GO)" MAKE="$(MAKE) --no-print-directory" PHASES="$(PEER_PHASES)" SET="$(PEER_SET)" FOCUS="$(FOCUS)" CUT="$(PEER_CUT)" PHASE_TIMEOUT="$(PEER_PHASE_TIMEOUT)" SHARDS="$(PEER_SHARDS)" \
+	@REPO=$(REPO) GO="$(GO)" MAKE="$(MAKE) --no-print-directory" PHASES="$(PEER_PHASES)" SET="$(PEER_SET)" FOCUS="$(FOCUS)" CUT="$(PEER_CUT)" GUARD_CUT="$(PEER_GUARD_CUT)" PHASE_TIMEOUT="$(PEER_PHASE_TIMEOUT)" SHARDS="$(PEER_SHARDS)" \
 	PROXY="$(PROXY)" KEEP_CLUSTER="$(KEEP_CLUSTER)" ENVOY_IMAGE=$(ENVOY_IMAGE) ARTIFACTS=$(PEER_ARTIFACTS) \
 	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) \
 	E2E_TEST=$(PEER_E2E_TEST) KUBECTL=$(PEER_KUBECTL) AGNHOST_IMAGE=$(PEER_AGNHOST_IMAGE) AGNHOST_SOURCE=$(PEER_AGNHOST_SOURCE) \

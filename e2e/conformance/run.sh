@@ -59,6 +59,7 @@ args=(-kubeconfig "$KUBECONFIG_FILE" -cluster "$CLUSTER" -e2e-test "$E2E_TEST" -
 [ -n "${SET:-}" ] && args+=(-set "$SET")
 [ -n "${FOCUS:-}" ] && args+=(-focus "$FOCUS")
 [ -n "${CUT:-}" ] && args+=(-cut "$CUT")
+[ -n "${GUARD_CUT:-}" ] && args+=(-guard-cut "$GUARD_CUT")
 [ -n "${PHASE_TIMEOUT:-}" ] && args+=(-phase-timeout "$PHASE_TIMEOUT")
 [ -n "${SHARDS:-}" ] && args+=(-shards "$SHARDS")
 # The report links docs/peer.md relative to where it lands.

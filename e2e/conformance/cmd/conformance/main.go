@@ -23,6 +23,7 @@ import (
 	"github.com/aether-mesh/svclb/e2e/conformance/internal/specs"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 type options struct {
@@ -60,6 +61,7 @@ func main() {
 	flag.StringVar(&o.enroll.Selector, "selector", "e2e-framework in (services,traffic-distribution)", "namespace selector enrolling the e2e framework's namespaces (it labels them e2e-framework=<baseName>)")
 	flag.StringVar(&o.enroll.Cut, "cut", enroll.CutGuard, "who cuts the enrolled namespaces' Services: guard (its namespace-selector flag) or label (this runner labels them)")
 	flag.StringVar(&o.enroll.GuardFlag, "guard-flag", "namespace-selector", "the guard's namespace-selector flag (-cut=guard)")
+	flag.StringVar(&o.enroll.GuardCut, "guard-cut", contract.GuardCutProxy, "the guard's cut mode (-cut=guard): proxy (only the node proxy's connections refused; the framework's clients keep kube-proxy) or all (kube-proxy's entries cut for everyone, as in the legs)")
 	flag.StringVar(&o.enroll.Proxy, "proxy", manifests.ProxyBuiltin, "node proxy: builtin or envoy")
 	flag.StringVar(&o.enroll.EnvoyImage, "envoy-image", "", "Envoy image for -proxy=envoy (default: fixtures/envoy's)")
 	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 0, "bound of one phase's e2e.test runs (0: 8m for the core set, 40m otherwise)")

@@ -39,6 +39,12 @@ type Options struct {
 	// GuardFlag is the guard's namespace-selector flag, without dashes
 	// (CutGuard only).
 	GuardFlag string
+	// GuardCut is the guard's cut mode (its --cut, CutGuard only):
+	// contract.GuardCutProxy refuses only the node proxy's connections, so
+	// the framework's own clients keep kube-proxy; contract.GuardCutAll cuts
+	// kube-proxy's entries for everyone, as the legs do. Empty: the guard's
+	// default.
+	GuardCut string
 	// Proxy is the node proxy (manifests.ProxyBuiltin or ProxyEnvoy).
 	Proxy      string
 	EnvoyImage string
@@ -90,7 +96,11 @@ func Enroll(ctx context.Context, c *cluster.Cluster, o Options) (*Enrolled, erro
 	switch o.Cut {
 	case CutGuard:
 		o.Log("guard in namespace-selector mode (--%s)", o.GuardFlag)
-		if err := deployGuard(ctx, c, "--"+o.GuardFlag+"="+o.Selector); err != nil {
+		args := []string{"--" + o.GuardFlag + "=" + o.Selector}
+		if o.GuardCut != "" {
+			args = append(args, "--cut="+o.GuardCut) // the flag package keeps the last --cut
+		}
+		if err := deployGuard(ctx, c, args...); err != nil {
 			return e, err
 		}
 	case CutLabel:
