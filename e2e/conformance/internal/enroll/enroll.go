@@ -55,6 +55,16 @@ type Options struct {
 // Describe is the setup in one line, for the report.
 func (o Options) Describe() string {
 	cut := "guard --" + o.GuardFlag + "=" + o.Selector
+	switch o.GuardCut {
+	case contract.GuardCutProxy:
+		cut += " --cut=proxy (only the node proxy's connections refused; every other client keeps kube-proxy)"
+	case contract.GuardCutAll:
+		cut += " --cut=all (kube-proxy's entries cut for every client)"
+	case "":
+		cut += " (the guard's default cut: all)"
+	default:
+		cut += " --cut=" + o.GuardCut
+	}
 	if o.Cut == CutLabel {
 		cut = "each Service labelled " + contract.KubeProxyLabel + "=" + contract.KubeProxyCut + " as it appears (guard label mode)"
 	}
