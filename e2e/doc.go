@@ -87,7 +87,7 @@
 //     (drain, the programming figure) wait on the same signal;
 //  3. read every node's proxy /stats and agent refusal counters, and, for
 //     each dialled Service the guard cuts (labelled, or in a namespace its
-//     --namespace-selector matches: guard.Options.Chooses), every node's
+//     namespace selector, the agent's, matches: guard.Options.Chooses), every node's
 //     `nft list table ip kube-proxy` (its ClusterIP entries) and the
 //     guard's re-deletion count;
 //  4. run the leg's measure;

@@ -56,15 +56,15 @@ var _ = defineLeg(leg[enrollWorkload]{
 	name: "enroll",
 	workloads: "svclb-cni on every node (node DaemonSet with manifests.CNIOptions, for this leg only); namespace svclb-enroll labelled " +
 		"svclb.dev/mesh=enabled with a plain client Deployment (no init container, label or capability) on the first worker; Service enroll " +
-		"(2 echo backends, labelled cut) and Service svclb-enroll/nsmode (2 echo backends, no label: the guard's --namespace-selector cuts " +
-		"it); a plain control pod in the legs' namespace; prepared once: the agent's socket removed, a pod of the enrolled namespace and a plain pod of " +
+		"(2 echo backends, labelled cut) and Service svclb-enroll/nsmode (2 echo backends, no label: the guard cuts it for its namespace, by the agent's " +
+		"selector); a plain control pod in the legs' namespace; prepared once: the agent's socket removed, a pod of the enrolled namespace and a plain pod of " +
 		"the legs' namespace created on that node, the agent restarted",
 	exercises: "cmd/svclb-cni and internal/cniplugin (ADD/CHECK/DEL), internal/capture (Install on the sandbox's netns), internal/enroll (the " +
 		"plugin↔agent socket), agent/enrollment.go and enrollfile.go (decision from informers, listener on the plugin's netns path), agent/namespaceview.go (the " +
 		"enrolled namespaces published for the plugin, which starts the others' pods without the agent), " +
-		"internal/cniinstall (00-svclb.conflist), pkg/kubeproxyguard/namespaces.go (WatchServicesByNamespace)",
-	setup: "svclb-cni installed on every node (the node DaemonSet's cni-install sidecar); the guard runs --namespace-selector=" +
-		contract.DefaultNamespaceSelector + "; namespace " + enrollNS + " labelled " + contract.DefaultNamespaceSelector +
+		"internal/cniinstall (00-svclb.conflist), pkg/kubeproxyguard/namespaces.go and selector.go (WatchServicesByNamespace, the agent's selector)",
+	setup: "svclb-cni installed on every node (the node DaemonSet's cni-install sidecar); the guard follows the agent's namespace selector (" +
+		contract.DefaultNamespaceSelector + ", the ConfigMap's default); namespace " + enrollNS + " labelled " + contract.DefaultNamespaceSelector +
 		" with a plain client Deployment (no init container, label or capability); Service enroll in the legs' namespace (2 echo backends, labelled cut); " +
 		"Service " + enrollNS + "/nsmode (2 echo backends, no svclb label: cut by the guard for its namespace); " +
 		"a plain client in the legs' namespace (not enrolled) as control",

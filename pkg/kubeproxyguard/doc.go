@@ -9,18 +9,34 @@
 // A Service is chosen by the label svclb.dev/kube-proxy=deleted (Label,
 // LabelValue: contract.KubeProxyLabel, contract.KubeProxyCut);
 // WatchServices feeds the chosen set to a Guard with client-go.
-// In namespace-selector mode (WatchServicesByNamespace, svclb-guard run
-// --namespace-selector) every Service of a namespace the selector matches is
-// chosen too, labelled or not: the namespaces whose pods svclb-cni meshes
-// (docs/enrollment.md). A client that is not meshed, in any namespace, then
-// meets kube-proxy's REJECT on those Services' cut ports, as on a labelled
-// one. Only the ports the meshed path takes over are cut (What is cut). The
+// The DaemonSet (svclb-guard run, WatchServicesByNamespace) also chooses
+// every Service of a namespace the agent enrolls, labelled or not: the
+// namespaces whose pods svclb-cni meshes (docs/enrollment.md). The selector
+// is the agent's own: ConfigMap svclb-agent in svclb-system, key
+// namespaceSelector (contract.AgentConfigMap, contract.KeyNamespaceSelector),
+// watched and read by the agent's rule (internal/nsselector, the code the
+// agent parses it with): absent key or ConfigMap,
+// contract.DefaultNamespaceSelector; "", every namespace; a value that does
+// not parse keeps the last good selector (at start-up, the default) and is
+// reported in /status ("namespaceSelector.refused") and logged once. So the
+// two read one value one way, and a namespace that leaves the selector has
+// its Services' cuts put back at once (Putting back). They can differ only
+// while a bad value stands and one of them started after it was written:
+// that one keeps the default, the other its last good value (both say so in
+// /status).
+// --namespace-selector overrides the ConfigMap (NamespaceSelection.Override):
+// /status then shows the agent's selector next to it, and the guard warns
+// while they differ. A client that is not meshed, in any namespace, meets
+// kube-proxy's REJECT on those Services' cut ports, as on a labelled one
+// (with --cut=proxy, only the node proxy does: The proxy cut). Only the ports
+// the meshed path takes over are cut (What is cut). The
 // apiserver's Service
 // (contract.APIServerService, default/kubernetes) is never guarded, labelled
 // or not: it stays on kube-proxy's path (Proposal 044, Non-goals), since
 // svclb never gives it a svc: cluster. The guard logs the refusal once and
 // lists it under "refused" in /status; the CLI's delete and watch reject it.
-// A Service that loses the label (or whose namespace stops matching)
+// A Service that loses the label (or whose namespace stops matching, the
+// namespace relabelled or the selector changed)
 // is no longer guarded: the DaemonSet's guard (svclb-guard run,
 // Options.RestoreUnchosen) writes kube-proxy's elements back as they were
 // (see Putting back). The one-shot and watch commands do not; what they
@@ -106,6 +122,42 @@
 // (two per element; several Services each, a Service never split): the
 // kernel acknowledges every one. DeleteNow runs passes until one succeeds.
 //
+// # The proxy cut
+//
+// svclb-guard run --cut=proxy (Options.Cut contract.GuardCutProxy) judges
+// the meshed path alone, for a run whose other clients must keep kube-proxy
+// (the upstream conformance specs, e2e/conformance): it writes nothing into
+// kube-proxy's table and refuses only what the node proxy would hand to
+// kube-proxy. The node proxy's passthrough cluster dials a destination it
+// does not serve from the node's network namespace with SO_MARK
+// contract.ProxyUpstreamMark (translate.PassthroughOriginalDst), so the
+// guard's own table, ip svclb-guard (contract.GuardTable), holds
+//
+//	set proxy-cut-vips { type ipv4_addr . inet_service; elements = { 10.96.100.100 . 80, … } }
+//	chain proxy-cut {
+//		type filter hook output priority -120; policy accept;
+//		meta mark 0x0000ae7e ct state new ip daddr . tcp dport @proxy-cut-vips counter reject with tcp reset comment "…"
+//	}
+//
+// The set is every ClusterIP . port of the chosen Services' ports the
+// meshed path takes over, as kube-proxy has them (its service-ips and
+// no-endpoint-services elements, read as for an all cut). Priority -120
+// runs after conntrack (-200) and before kube-proxy's output chains
+// (filter-output-pre-dnat -110, nat-output -100, where its DNAT would
+// rewrite the destination): a marked SYN to a cut VIP is reset there, the
+// proxy sees ECONNREFUSED, and everything else, unmarked or to any other
+// address, goes on to kube-proxy untouched (TestProxyCutV134,
+// TestProxyCutWithRealKubeProxy). "ct state new" spares connections made
+// before the cut, as kube-proxy's REJECT does. A pass writes the set's
+// changes in one transaction, or the whole table in one when it is missing
+// or not this shape; kube-proxy never touches it, so nothing is re-cut.
+// Switching modes heals: a proxy-cut pass puts back (as in Putting back)
+// every entry an all cut overwrote of a chosen Service, once the set
+// refuses it; an all-cut pass with RestoreUnchosen deletes table ip
+// svclb-guard. A guard deleted while in proxy mode leaves its table: remove
+// it with `nft delete table ip svclb-guard` (or run the guard in all mode
+// once).
+//
 // # Keeping them cut
 //
 // kube-proxy restores the elements on a full sync (start-up, node label
@@ -140,6 +192,14 @@
 //	{
 //	  "node": "kind-worker",
 //	  "table": "ip kube-proxy",
+//	  "cut": "all",                         // all | proxy (the proxy cut)
+//	  "proxyCut": {"table": "ip svclb-guard", "set": "proxy-cut-vips", "mark": "0xae7e", "resets": 3},  // with "cut": "proxy" only
+//	  "namespaceSelector": {                // the DaemonSet's (WatchServicesByNamespace)
+//	    "source": "agent-configmap",        // or "flag" (--namespace-selector)
+//	    "selector": "svclb.dev/mesh=enabled",  // in effect; "" selects every namespace
+//	    "agentSelector": "svclb.dev/mesh=enabled",  // the agent ConfigMap's, as the agent reads it
+//	    "refused": {"value": "\"team in (a\"", "kept": "svclb.dev/mesh=enabled", "reason": "…"}  // a bad value, omitted otherwise
+//	  },
 //	  "tablePresent": true,
 //	  "monitor": {"subscribed": true, "resubscriptions": 0},  // "lastError" once one happened
 //	  "passes": 42,
@@ -149,7 +209,9 @@
 //	    "namespace": "default", "name": "demo",
 //	    "guardedSince": "2026-11-29T15:59:00Z",
 //	    "state": "clean",                   // unknown | on-path | clean
+//	    "cut": "all",                       // all: cut for every client; proxy: for the node proxy only
 //	    "cutPorts": ["tcp/80", "tcp/443"],  // ports the guard cuts: the meshed path takes them over
+//	    "proxyCut": ["10.96.100.100 . 80"], // with "cut": "proxy": the set's elements refusing it to the node proxy
 //	    "kubeProxyPorts": [                 // ports left on kube-proxy's path, and why
 //	      {"port": "tcp/53", "reason": "tcp/53: DNS passes through the capture"},
 //	      {"port": "udp/53", "reason": "udp: not served by the agent"}
@@ -175,7 +237,10 @@
 // left on kube-proxy's path: each is cut (verdict continue) or gone
 // (kube-proxy's NodePort and external entries, and the ports in
 // kubeProxyPorts, are not counted: they stay); "on-path" means the last cut
-// failed and one is.
+// failed and one is. In a proxy cut, "clean" means the guard's set refuses
+// each of those entries to the node proxy ("deleted" stays empty: nothing of
+// kube-proxy's is cut; "deletions" counts the set writes that added the
+// Service's elements).
 // The re-deletion latency runs from the guard observing the restore (the
 // nft event's arrival, or the start of the periodic pass that found it) to
 // the commit of the transaction that cut it again.
@@ -198,7 +263,9 @@
 //	status.go    Status and Handler (/status, /metrics, /healthz)
 //	metrics.go   the Prometheus metrics
 //	monitor.go   the nft event subscription that triggers passes
+//	proxycut.go  the proxy cut (--cut=proxy): the guard's table ip svclb-guard, read and written
 //	services.go  WatchServices: the labelled Services, from the apiserver
-//	namespaces.go  WatchServicesByNamespace (--namespace-selector): and every Service of the selected namespaces
+//	namespaces.go  WatchServicesByNamespace (svclb-guard run): and every Service of the namespaces the agent enrolls
+//	selector.go  the namespace selector in effect: the agent's ConfigMap by the agent's rule, or --namespace-selector
 //	list.go      List: the read-only listing behind `svclb-guard list` (ClusterIP entries, on path and cut)
 package kubeproxyguard

@@ -1,12 +1,16 @@
 // Package guardcmd is the svclb-guard command line:
 //
-//	svclb-guard run    [--kubeconfig F] [--listen $POD_IP:9751] [--resync 1s] [--namespace-selector SEL]
+//	svclb-guard run    [--kubeconfig F] [--listen $POD_IP:9751] [--resync 1s] [--cut all|proxy] [--namespace-selector SEL]
 //	    DaemonSet mode: guard the Services labelled svclb.dev/kube-proxy=deleted
-//	    on this node (NODE_NAME), serve /status, /metrics, /healthz on the pod's
-//	    IP (POD_IP; loopback without it), never every interface. With
-//	    --namespace-selector (e.g. svclb.dev/mesh=enabled, the namespaces
-//	    svclb-cni enrolls) also every Service of the matching namespaces,
-//	    never default/kubernetes.
+//	    on this node (NODE_NAME), and every Service of the namespaces the agent
+//	    enrolls (ConfigMap svclb-system/svclb-agent, key namespaceSelector, read
+//	    as the agent reads it; --namespace-selector overrides it, not empty),
+//	    never default/kubernetes; serve /status, /metrics, /healthz on the
+//	    pod's IP (POD_IP; loopback without it), never every interface.
+//	    --cut=all (default) overwrites kube-proxy's ClusterIP entries, for
+//	    every client; --cut=proxy refuses only the node proxy's connections
+//	    (SO_MARK 0xae7e) in table ip svclb-guard, and everyone else keeps
+//	    kube-proxy.
 //	svclb-guard list   [--json]
 //	    print the Services that have ClusterIP entries in table ip kube-proxy.
 //	svclb-guard delete [--timeout 30s] NS/NAME...
