@@ -167,6 +167,10 @@ type Bound struct {
 	What   string `json:"what"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
+	// Derived: Analyze derived it from the record (the leak checks, a
+	// fault's own figures), so it derives it again; the rest were measured
+	// during the run.
+	Derived bool `json:"derived,omitempty"`
 }
 
 // SnapshotOf measures a /config_dump?include_eds.
@@ -388,24 +392,23 @@ func Analyze(r *Record) {
 			}
 		}
 	}
+	// What Analyze derives it derives again: a record analyzed twice has
+	// each figure and bound once.
 	f.ProxyRestarts = nil
+	bounds := slices.DeleteFunc(slices.Clone(f.Bounds), func(b Bound) bool { return b.Derived })
+	var derived []Bound
 	for _, w := range r.Windows {
-		if w.Kind != KindProxy || w.Skipped {
-			continue
-		}
-		for _, c := range r.Clients {
-			if c.Node != w.Node {
-				continue
-			}
-			for _, t := range targets() {
-				f.ProxyRestarts = append(f.ProxyRestarts, proxyRecovery(c, t, w))
-			}
+		if a, ok := windowFault(w).(analyzer); ok {
+			derived = append(derived, a.Analyze(r, w)...)
 		}
 	}
 	f.Refused = refusedRows(r)
 	f.Growth = GrowthOf(r.Samples)
-	bounds := slices.DeleteFunc(slices.Clone(f.Bounds), func(b Bound) bool { return strings.HasPrefix(b.What, "agent ") || strings.HasPrefix(b.What, "proxy ") })
-	f.Bounds = append(bounds, GrowthBounds(f.Growth)...)
+	derived = append(derived, GrowthBounds(f.Growth)...)
+	for i := range derived {
+		derived[i].Derived = true
+	}
+	f.Bounds = append(bounds, derived...)
 	r.Verdict = Judge(r)
 }
 

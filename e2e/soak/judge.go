@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/echo"
 )
 
@@ -357,72 +356,15 @@ func overlap(spans []Span, from, to time.Time) time.Duration {
 	return d
 }
 
-// failureRule is what each kind of window allows to fail (docs/soak.md).
+// failureRule asks the fault that opened w what it allows to fail.
 func failureRule(r *Record, w Window, c Client, e echo.LoadEvent) (bool, string) {
-	switch w.Kind {
-	case KindProxy:
-		if c.Node == w.Node {
-			return true, "captured egress on " + w.Node + " while its node proxy was down"
-		}
-		return false, "the node proxy restarted on " + w.Node + ", not on this client's node " + c.Node
-	case KindRolling, KindScale, KindRecreate:
-		if e.Target != w.Target {
-			return false, fmt.Sprintf("the %s fault hit %s, not %s", w.Kind, w.Target, e.Target)
-		}
-		if e.Pod != "" {
-			if slices.Contains(w.Pods, e.Pod) {
-				return true, "answered by " + e.Pod + ", which the fault removed, and cut by its shutdown"
-			}
-			return false, "answered by " + e.Pod + ", which the fault did not remove"
-		}
-		if w.Kind == KindRolling {
-			return false, "closed before any backend answered while ready backends remained (a rolling restart keeps one: maxUnavailable 0)"
-		}
-		ref, ok := refusalOf(r, e)
-		if !ok {
-			return false, "closed before any backend answered, and no agent logged a refusal of this connection (" + e.Local + ")"
-		}
-		if w.Kind == KindScale && (ref.Reason != agent.ReasonNoEndpoints || ref.Service != w.Target) {
-			return false, fmt.Sprintf("refused %s (%s/%s), but scaling %s to 0 may only refuse %s naming it", ref.Reason, ref.Namespace, ref.Service, w.Target, agent.ReasonNoEndpoints)
-		}
-		return true, fmt.Sprintf("%s%s by the agent on %s (%s/%s, flag %s)", refusedPrefix, ref.Reason, ref.Node, ref.Namespace, ref.Service, ref.Flag)
-	}
-	return false, "no failure is allowed while " + describeKind(w.Kind)
+	return windowFault(w).Fails(r, w, c, e)
 }
 
-// cutRule is which long-lived connections each kind of window may cut.
-func cutRule(_ *Record, w Window, c Client, e echo.LoadEvent) (bool, string) {
-	switch w.Kind {
-	case KindProxy:
-		if c.Node == w.Node {
-			return true, "its node proxy on " + w.Node + " went down"
-		}
-	case KindRolling, KindScale:
-		if e.Target == w.Target && slices.Contains(w.Pods, e.Pod) {
-			return true, "its backend " + e.Pod + " was removed by the fault"
-		}
-	case KindRecreate:
-		if e.Target == w.Target {
-			return true, "its Service was deleted"
-		}
-	}
-	return false, "no long-lived connection of this kind may be cut while " + describeKind(w.Kind)
-}
-
-func describeKind(k string) string {
-	switch k {
-	case KindKubeProxy:
-		return "kube-proxy restarts (meshed traffic is not on its path)"
-	case KindAgent:
-		return "the agent restarts (the proxy keeps its last config)"
-	case KindAPIServer:
-		return "the apiserver is away (the data plane keeps its last config)"
-	case KindScan:
-		return "another pod scans the Service range"
-	case KindFirstConn:
-		return "first connections to new Services are measured"
-	}
-	return "a " + k + " fault runs"
+// cutRule asks the fault that opened w which long-lived connections it
+// may cut.
+func cutRule(r *Record, w Window, c Client, e echo.LoadEvent) (bool, string) {
+	return windowFault(w).Cuts(r, w, c, e)
 }
 
 // refusalMatchWithin bounds how far the time of a refusal's log line may be

@@ -72,23 +72,6 @@ type Client struct {
 	Events []echo.LoadEvent `json:"events"`
 }
 
-// Window kinds: one per fault, each with its own rule for what may fail in
-// it (docs/soak.md, "Windows").
-const (
-	KindRolling   = "rolling"
-	KindScale     = "scale"
-	KindKubeProxy = "kube-proxy"
-	KindAgent     = "agent"
-	KindProxy     = "proxy"
-	KindAPIServer = "apiserver"
-	KindRecreate  = "recreate"
-	KindScan      = "scan"
-	KindFirstConn = "first-conn"
-)
-
-// AllFaults are the fault kinds in schedule order.
-var AllFaults = []string{KindRolling, KindScale, KindKubeProxy, KindAgent, KindProxy, KindAPIServer, KindRecreate, KindScan, KindFirstConn}
-
 // Window is one fault: from its first action (Start) to the signal that it
 // is over (End).
 type Window struct {

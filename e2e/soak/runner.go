@@ -158,12 +158,14 @@ func (r *runner) setup(ctx context.Context) error {
 			return fmt.Errorf("steady backends: %v (%d pods)", err, len(pods))
 		}
 		r.wl.direct = net.JoinHostPort(pods[0].Status.PodIP, strconv.Itoa(workload.EchoPort))
-		if slices.Contains(r.cfg.Faults, KindFirstConn) {
-			fc, err := createFirstConn(ctx, r.c, svcs[TargetSteady], 0, r.cfg.FirstConnCount)
-			if err != nil {
-				return err
+		for _, name := range r.cfg.Faults {
+			if f, ok := faultOf(name); ok {
+				if p, ok := f.(preparer); ok {
+					if err := p.Prepare(ctx, r); err != nil {
+						return fmt.Errorf("%s: %w", name, err)
+					}
+				}
 			}
-			r.wl.firstConn = append(r.wl.firstConn, fc)
 		}
 		n, err := r.c.ServicePorts(ctx)
 		r.rec.Env.ServicePorts = n
