@@ -55,6 +55,7 @@ func LoadConfig(repo string) (Config, error) {
 	c.Gap = dur("SOAK_GAP", "4s")
 	c.APIServerHold = dur("SOAK_APISERVER_HOLD", "20s")
 	c.ScaleHold = dur("SOAK_SCALE_HOLD", "5s")
+	c.NodeHold = dur("SOAK_NODE_HOLD", "20s")
 	c.SampleEvery = dur("SOAK_SAMPLE_EVERY", "3s")
 	c.Timeout = dur("SOAK_TIMEOUT", "8s")
 	c.Rate = num("SOAK_RATE", "5")

@@ -31,6 +31,7 @@ type Figures struct {
 	FirstConn     *Latency        `json:"firstConn,omitempty"`
 	Redeletions   []Redeletion    `json:"redeletions,omitempty"`
 	ProxyRestarts []ProxyRecovery `json:"proxyRestarts,omitempty"`
+	NodeLosses    []NodeRecovery  `json:"nodeLosses,omitempty"`
 	Growth        []Growth        `json:"growth"`
 	// ProxyNC is each node proxy's NC count over the load (the capture
 	// chains' downstream_cx_no_route); Refused sets it beside the NC
@@ -394,7 +395,7 @@ func Analyze(r *Record) {
 	}
 	// What Analyze derives it derives again: a record analyzed twice has
 	// each figure and bound once.
-	f.ProxyRestarts = nil
+	f.ProxyRestarts, f.NodeLosses = nil, nil
 	bounds := slices.DeleteFunc(slices.Clone(f.Bounds), func(b Bound) bool { return b.Derived })
 	var derived []Bound
 	for _, w := range r.Windows {

@@ -52,6 +52,9 @@ type ClientTotal struct {
 	Attempts, OK      int
 	Failed            map[string]int
 	Skipped, Restarts int
+	// Rejoined counts the restarts of its load a fault that stops clients
+	// made (a node loss): not Restarts.
+	Rejoined int
 	// Seconds is how many seconds of the judged load it reported;
 	// Expected how many it should have.
 	Seconds, Expected int
@@ -112,11 +115,22 @@ func Judge(r *Record) *Verdict {
 		in := func(t time.Time) bool { return !t.Before(start) && !t.After(r.LoadEnd) }
 		ct := ClientTotal{Client: c.Pod, Node: c.Node, Failed: map[string]int{}}
 		secs := map[int64]bool{}
-		open := map[int]echo.LoadEvent{} // long-lived connection → its last report
+		// Long-lived connection (the load's run, its number) → its last
+		// report: a load started again numbers its connections afresh.
+		type conn struct{ run, n int }
+		open := map[conn]echo.LoadEvent{}
+		run := -1
 		for _, e := range c.Events {
 			switch e.Kind {
 			case echo.LoadStart:
-				ct.Restarts++
+				run++
+				switch {
+				case run == 0: // its start
+				case stoppedBy(r, c, e.Time) != "":
+					ct.Rejoined++
+				default:
+					ct.Restarts++
+				}
 			case echo.LoadSecond:
 				if !in(e.Time) {
 					continue
@@ -141,18 +155,18 @@ func Judge(r *Record) *Verdict {
 				v.Long.Cut++
 				v.Long.Sent += e.Sent
 				v.Long.Verified += e.Verified
-				delete(open, e.Conn)
+				delete(open, conn{run, e.Conn})
 				v.Cuts = append(v.Cuts, attributeOrStall(r, v.Stalls, c, e, cutRule))
 			case echo.LoadLongCorrupt:
 				v.Long.Corrupt++
-				delete(open, e.Conn)
+				delete(open, conn{run, e.Conn})
 				fail("client %s: bytes came back changed on long-lived connection %d to %s (backend %s): %s", c.Pod, e.Conn, e.Target, e.Pod, e.Detail)
 			case echo.LoadLongOpen, echo.LoadLongProgress, echo.LoadLongEnd:
 				if e.Kind == echo.LoadLongOpen && in(e.Time) {
 					v.Long.Opened++
 				}
 				if !e.Time.After(r.LoadEnd) {
-					open[e.Conn] = e
+					open[conn{run, e.Conn}] = e
 				}
 			}
 		}
@@ -163,7 +177,6 @@ func Judge(r *Record) *Verdict {
 			v.Long.Sent += e.Sent
 			v.Long.Verified += e.Verified
 		}
-		ct.Restarts-- // the first start is not a restart
 		ct.Seconds = len(secs)
 		ct.Expected = int(r.LoadEnd.Unix()-start.Unix()) + 1
 		if ct.Restarts > 0 {
@@ -173,10 +186,12 @@ func Judge(r *Record) *Verdict {
 			fail("client %s: the load generator skipped %d attempts (more than its in-flight bound open): the load was not the one asked for", c.Pod, ct.Skipped)
 		}
 		// Each target reports each second once; a second with none means
-		// the generator did not run then: it must have been a stall.
+		// the generator did not run then: it must have been a stall, or a
+		// fault that stopped this client.
 		missing := 0
 		for sec := start.Unix(); sec <= r.LoadEnd.Unix(); sec++ {
-			if !secs[sec] && sec > start.Unix() && overlap(v.Stalls, time.Unix(sec, 0), time.Unix(sec+1, 0)) == 0 {
+			if !secs[sec] && sec > start.Unix() && overlap(v.Stalls, time.Unix(sec, 0), time.Unix(sec+1, 0)) == 0 &&
+				stoppedBy(r, c, time.Unix(sec, 0)) == "" {
 				missing++
 			}
 		}
@@ -258,6 +273,17 @@ func trimDetail(s string) string {
 		return s[:120] + "…"
 	}
 	return s
+}
+
+// stoppedBy names the window, if any, whose fault stopped client c's load
+// at t (the fault's own word: stopper).
+func stoppedBy(r *Record, c Client, t time.Time) string {
+	for _, w := range r.Windows {
+		if s, ok := windowFault(w).(stopper); ok && !t.Before(w.Start) && !t.After(w.End) && s.Stops(w, c) {
+			return w.Name
+		}
+	}
+	return ""
 }
 
 // rule says whether window w allows event e of client c, and why.

@@ -39,6 +39,7 @@ type Settings struct {
 	Gap            time.Duration `json:"gap"`
 	APIServerHold  time.Duration `json:"apiserverHold"`
 	ScaleHold      time.Duration `json:"scaleHold"`
+	NodeHold       time.Duration `json:"nodeHold"`
 	SampleEvery    time.Duration `json:"sampleEvery"`
 	ScanHosts      int           `json:"scanHosts"`
 	ScanPorts      []uint16      `json:"scanPorts"`
@@ -88,6 +89,12 @@ type Window struct {
 	Pods []string `json:"pods,omitempty"`
 	// Addrs are addresses the fault retired (recreate: the old ClusterIP).
 	Addrs []string `json:"addrs,omitempty"`
+	// Lost are the backends of each load target that ran on the node a
+	// node loss stopped, when it stopped.
+	Lost map[string][]string `json:"lost,omitempty"`
+	// Drained is, per "<node> <target>", from when that node's proxy held
+	// none of the target's lost endpoints (a node loss).
+	Drained map[string]time.Time `json:"drained,omitempty"`
 	// Steps are the fault's own instants, in order.
 	Steps []Step `json:"steps,omitempty"`
 	// Notes are what the fault measured, one line each.

@@ -270,8 +270,15 @@ func (r *runner) snapshots(ctx context.Context, when string) {
 }
 
 // clientEvents reads the load events a client pod printed since since
-// (zero: all).
+// (zero: all): those its earlier containers printed (banked when a fault
+// stopped them), then its current container's.
 func (r *runner) clientEvents(ctx context.Context, pod *corev1.Pod, since time.Time) ([]echo.LoadEvent, error) {
+	var out []echo.LoadEvent
+	for _, e := range r.banked[pod.Name] {
+		if !e.Time.Before(since) {
+			out = append(out, e)
+		}
+	}
 	if since.IsZero() {
 		since = pod.CreationTimestamp.Add(-time.Minute)
 	}
@@ -279,7 +286,24 @@ func (r *runner) clientEvents(ctx context.Context, pod *corev1.Pod, since time.T
 	if err != nil {
 		return nil, err
 	}
-	return ParseEvents(b)
+	evs, err := ParseEvents(b)
+	return append(out, evs...), err
+}
+
+// bankPrevious keeps the load events pod's previous container printed: the
+// kubelet keeps the log of one dead container only, so a fault that
+// restarted a client reads it at once.
+func (r *runner) bankPrevious(ctx context.Context, pod *corev1.Pod) error {
+	b, err := r.c.CS.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: workload.ClientContainer, Previous: true}).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("logs of %s/%s's previous container %s: %w", pod.Namespace, pod.Name, workload.ClientContainer, err)
+	}
+	evs, err := ParseEvents(b)
+	if err != nil {
+		return err
+	}
+	r.banked[pod.Name] = append(r.banked[pod.Name], evs...)
+	return nil
 }
 
 // ParseEvents reads the JSON lines of `svclb-echo load`; other lines (its

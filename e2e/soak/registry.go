@@ -20,6 +20,7 @@ var registry = []Fault{
 	serviceRecreate{},
 	rangeScan{},
 	firstConnections{},
+	nodeLoss{},
 }
 
 // AllFaults are the registered faults' names, in schedule order.

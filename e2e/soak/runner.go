@@ -36,6 +36,9 @@ type runner struct {
 	// restarted is when what each fault restarts ("agent/<node>",
 	// "proxy/<node>", controllersKey) was last back (heldBack).
 	restarted map[string]time.Time
+	// banked are the load events of client containers a fault stopped,
+	// by pod (clientEvents).
+	banked map[string][]echo.LoadEvent
 
 	mu sync.Mutex // rec's slices, from the sampler and the faults
 }
@@ -67,7 +70,8 @@ func (r *runner) phase(name string, f func() error) error {
 // cluster is left as it was found: the namespace deleted, the agent's
 // ConfigMap restored, the apiserver back.
 func Run(ctx context.Context, c *cluster.Cluster, cfg Config, rec *Record) (err error) {
-	r := &runner{c: c, cfg: cfg, rec: rec, stats: newStatsBank(), start: rec.Started, restarted: map[string]time.Time{}}
+	r := &runner{c: c, cfg: cfg, rec: rec, stats: newStatsBank(), start: rec.Started, restarted: map[string]time.Time{},
+		banked: map[string][]echo.LoadEvent{}}
 	rec.Settings = cfg.Settings
 	rec.Env.Proxy, rec.Env.Namespace = cfg.Proxy, Namespace
 	for _, n := range c.Nodes {
@@ -80,7 +84,11 @@ func Run(ctx context.Context, c *cluster.Cluster, cfg Config, rec *Record) (err 
 	if v, verr := c.CS.Discovery().ServerVersion(); verr == nil {
 		rec.Env.KubernetesVersion = v.GitVersion
 	}
-	// A run interrupted during the outage left the manifest parked.
+	// A run interrupted during the outage left the manifest parked, or
+	// during a node loss the node stopped.
+	if err := faults.RestoreNodes(ctx, c); err != nil {
+		return err
+	}
 	if err := faults.RestoreAPIServer(ctx, c); err != nil {
 		return err
 	}
@@ -314,6 +322,9 @@ func (r *runner) lastWindowEnd() time.Time {
 // cleanup leaves the cluster as the run found it.
 func (r *runner) cleanup(ctx context.Context, before map[string]string) error {
 	var errs []error
+	if err := faults.RestoreNodes(ctx, r.c); err != nil {
+		errs = append(errs, err)
+	}
 	if err := faults.RestoreAPIServer(ctx, r.c); err != nil {
 		errs = append(errs, err)
 	}

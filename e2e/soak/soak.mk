@@ -4,7 +4,7 @@
 #   make soak SOAK_DURATION=30m      the long form, for a person
 #   make soak SOAK_FAULTS=none       steady load only
 #   make soak SOAK_FAULTS="agent proxy"
-# Faults: rolling scale kube-proxy agent proxy apiserver recreate scan first-conn (all).
+# Faults: rolling scale kube-proxy agent proxy apiserver recreate scan first-conn node-loss (all).
 
 SOAK_DURATION  ?= 4m
 SOAK_FAULTS    ?= all
