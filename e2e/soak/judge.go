@@ -126,7 +126,7 @@ func Judge(r *Record) *Verdict {
 				run++
 				switch {
 				case run == 0: // its start
-				case stoppedBy(r, c, e.Time) != "":
+				case stoppedBy(r, c, e.Time, e.Time) != "":
 					ct.Rejoined++
 				default:
 					ct.Restarts++
@@ -187,11 +187,12 @@ func Judge(r *Record) *Verdict {
 		}
 		// Each target reports each second once; a second with none means
 		// the generator did not run then: it must have been a stall, or a
-		// fault that stopped this client.
+		// fault that stopped this client (the second it stopped in too:
+		// its attempts never ended).
 		missing := 0
 		for sec := start.Unix(); sec <= r.LoadEnd.Unix(); sec++ {
-			if !secs[sec] && sec > start.Unix() && overlap(v.Stalls, time.Unix(sec, 0), time.Unix(sec+1, 0)) == 0 &&
-				stoppedBy(r, c, time.Unix(sec, 0)) == "" {
+			from, to := time.Unix(sec, 0), time.Unix(sec+1, 0)
+			if !secs[sec] && sec > start.Unix() && overlap(v.Stalls, from, to) == 0 && stoppedBy(r, c, from, to) == "" {
 				missing++
 			}
 		}
@@ -275,11 +276,11 @@ func trimDetail(s string) string {
 	return s
 }
 
-// stoppedBy names the window, if any, whose fault stopped client c's load
-// at t (the fault's own word: stopper).
-func stoppedBy(r *Record, c Client, t time.Time) string {
+// stoppedBy names the window, if any, that meets [from, to] and whose
+// fault stopped client c's load then (the fault's own word: stopper).
+func stoppedBy(r *Record, c Client, from, to time.Time) string {
 	for _, w := range r.Windows {
-		if s, ok := windowFault(w).(stopper); ok && !t.Before(w.Start) && !t.After(w.End) && s.Stops(w, c) {
+		if s, ok := windowFault(w).(stopper); ok && !to.Before(w.Start) && !from.After(w.End) && s.Stops(w, c) {
 			return w.Name
 		}
 	}

@@ -18,7 +18,9 @@ func lossRecord() *Record {
 		Drained: map[string]time.Time{"w1 " + TargetSteady: at(90)}})
 	c := &r.Clients[1]
 	// w2's load stops at 82 and starts again at 93; it counts nothing
-	// between.
+	// between, nor the second it stopped in, which began before the
+	// window.
+	r.Windows[len(r.Windows)-1].Start = at(82.3)
 	var evs []echo.LoadEvent
 	for _, e := range c.Events {
 		if e.Kind != echo.LoadSecond || e.Second < at(82).Unix() || e.Second >= at(93).Unix() {
@@ -26,8 +28,8 @@ func lossRecord() *Record {
 		}
 	}
 	c.Events = append(evs,
-		echo.LoadEvent{Kind: echo.LoadFail, Time: at(81.5), End: at(82.2), Target: TargetRoll, Err: "canceled"},
-		echo.LoadEvent{Kind: echo.LoadLongCut, Time: at(82), End: at(82.1), Target: TargetSteady, Conn: 1, Err: echo.ErrEOF},
+		echo.LoadEvent{Kind: echo.LoadFail, Time: at(81.5), End: at(82.6), Target: TargetRoll, Err: "canceled"},
+		echo.LoadEvent{Kind: echo.LoadLongCut, Time: at(82.4), End: at(82.5), Target: TargetSteady, Conn: 1, Err: echo.ErrEOF},
 		echo.LoadEvent{Kind: echo.LoadStart, Time: at(93)},
 	)
 	r.Clients[0].Events = append(r.Clients[0].Events,
