@@ -186,7 +186,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	srv.SetDemandHandler(s)
 
-	node := func(o any) { s.setNode(nodeOf(cfg.NodeName, unwrap(o))) }
+	node := func(o any) {
+		s.setNode(nodeOf(cfg.NodeName, unwrap(o)))
+		if addrs, ok := nodeAddrsOf(cfg.NodeName, unwrap(o)); ok {
+			s.setNodeAddrs(addrs)
+		}
+	}
 	live := newLiveSettings(log, defaultSettings(cfg.Phase1, cfg.Phase2, cfg.CDSMode), s.applySettings)
 	settings := func(o any) { live.read(unwrap(o)) }
 	handlers := []struct {
@@ -196,7 +201,8 @@ func Run(ctx context.Context, cfg Config) error {
 		{services.Informer(), s.serviceChanged, s.serviceChanged},
 		{sliceInf, s.sliceChanged, s.sliceChanged},
 		{podInf, func(any) { s.listenersChanged() }, func(any) { s.listenersChanged() }},
-		// Without its Node the agent has no zone; without the ConfigMap the defaults decide.
+		// Without its Node the agent has no zone (its addresses stay refused: they were the
+		// node's); without the ConfigMap the defaults decide.
 		{nodeInf, node, func(any) { s.setNode(translate.Node{Name: cfg.NodeName}) }},
 		{cmInf, settings, func(any) { live.read(nil) }},
 	}

@@ -132,9 +132,9 @@ func (b *batch) service(key k8stypes.NamespacedName, node translate.Node, phase1
 	}
 }
 
-func (b *batch) listeners(node translate.Node, p1, p2, onDemand bool) ([]ListenerStatus, int) {
+func (b *batch) listeners(node translate.Node, nodeAddrs []netip.Addr, p1, p2, onDemand bool) ([]ListenerStatus, int) {
 	prefixes, known := b.s.svcIndex.Range()
-	opts := translate.ListenerOptions{Range: prefixes, RangeKnown: known, Phase1: p1, Phase2: p2, OnDemand: onDemand}
+	opts := translate.ListenerOptions{Range: prefixes, RangeKnown: known, Phase1: p1, Phase2: p2, OnDemand: onDemand, NodeAddrs: nodeAddrs}
 	if api, err := b.s.services.Services(contract.APIServerNamespace).Get(contract.APIServerName); err == nil {
 		opts.KubeProxyVIPs = translate.KubeProxyVIPs(api)
 	}

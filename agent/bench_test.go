@@ -76,7 +76,7 @@ func BenchmarkFullSync(b *testing.B) {
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
 		heap = after.HeapAlloc - before.HeapAlloc
-		if st := f.s.status.Load(); st.Clusters != benchServices+1 || st.Endpoints != benchServices*benchEndpointsPerSvc {
+		if st := f.s.status.Load(); st.Clusters != benchServices+2 || st.Endpoints != benchServices*benchEndpointsPerSvc {
 			b.Fatalf("status %d clusters %d endpoints", st.Clusters, st.Endpoints)
 		}
 		runtime.KeepAlive(f)
@@ -223,7 +223,7 @@ func BenchmarkOnDemandScan(b *testing.B) {
 		b.StartTimer()
 		f.sync(b)
 		b.StopTimer()
-		if st := f.s.status.Load(); st.Clusters != max+1 || st.Demanded != max || st.Pending != len(scan)-max {
+		if st := f.s.status.Load(); st.Clusters != max+2 || st.Demanded != max || st.Pending != len(scan)-max {
 			b.Fatalf("after the scan: %d clusters, %d demanded, %d pending", st.Clusters, st.Demanded, st.Pending)
 		}
 		if got := testutil.ToFloat64(m.odRefused.WithLabelValues(contract.ReasonOverCap)); got != benchServices-max {

@@ -4,6 +4,7 @@
 package agent
 
 import (
+	"net/netip"
 	"slices"
 	"time"
 
@@ -91,6 +92,20 @@ func (s *syncer) setNode(n translate.Node) {
 	s.mu.Unlock()
 	if changed {
 		s.log.Info("node zone", "node", n.Name, "zone", n.Zone)
+		s.signal()
+	}
+}
+
+// setNodeAddrs records the node's own addresses, which every capture listener refuses
+// (translate.ListenerOptions.NodeAddrs).
+func (s *syncer) setNodeAddrs(addrs []netip.Addr) {
+	s.mu.Lock()
+	changed := !slices.Equal(s.nodeAddrs, addrs)
+	s.nodeAddrs = addrs
+	s.dirtyListeners = s.dirtyListeners || changed
+	s.mu.Unlock()
+	if changed {
+		s.log.Info("node addresses", "addresses", addrs)
 		s.signal()
 	}
 }

@@ -19,7 +19,8 @@ import (
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
-// rangeActions maps each prefix of a listener's filter_chain_matcher to the chain it selects.
+// rangeActions maps each prefix of a listener's filter_chain_matcher to the chain it selects,
+// the node-local ones (cap_refused, in every listener: TestNodeLocalRefused) left out.
 func rangeActions(t *testing.T, l *listenerv3.Listener) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -36,7 +37,9 @@ func rangeActions(t *testing.T, l *listenerv3.Listener) map[string]string {
 			t.Fatal(err)
 		}
 		for _, r := range rm.GetRanges() {
-			out[prefixOf(r).String()] = sv.Value
+			if sv.Value != contract.ChainRefused {
+				out[prefixOf(r).String()] = sv.Value
+			}
 		}
 	}
 	return out
@@ -62,7 +65,7 @@ func TestAPIServerServiceStaysKubeProxys(t *testing.T) {
 	api := translatetest.APIServerService()
 	f.addService(api)
 	f.sync(t)
-	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{contract.PassthroughCluster, "svc:10.96.0.10:80"}) {
+	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{contract.BlackholeCluster, contract.PassthroughCluster, "svc:10.96.0.10:80"}) {
 		t.Fatalf("clusters %v, want none for %s", got, contract.APIServerService)
 	}
 	want := map[string]string{"10.96.0.0/16": contract.ChainSvc, "10.96.0.1/32": contract.ChainPassthroughSvc}

@@ -72,7 +72,7 @@ func TestOnDemandSyncer(t *testing.T) {
 	_ = f.slices.Add(sliceObj("web", "web-1", "10.244.1.5"))
 	_ = f.pods.Add(podObj("client", "node-a", "10.244.1.3", true))
 	f.sync(t)
-	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{"passthrough_original_dst"}) {
+	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{"blackhole", "passthrough_original_dst"}) {
 		t.Fatalf("on demand, nothing asked: clusters %v", got)
 	}
 	od := onDemandOf(t, f.s.set.Listeners["capture~ns~client"])
@@ -95,7 +95,7 @@ func TestOnDemandSyncer(t *testing.T) {
 		}
 	}
 	st := f.s.status.Load()
-	if st.CDS != CDSOnDemand || st.Demanded != 1 || st.Pending != 3 || st.Clusters != 2 {
+	if st.CDS != CDSOnDemand || st.Demanded != 1 || st.Pending != 3 || st.Clusters != 3 {
 		t.Fatalf("status cds=%s demanded=%d pending=%d clusters=%d, want on-demand 1 3 2 (malformed names are not kept)", st.CDS, st.Demanded, st.Pending, st.Clusters)
 	}
 	if v := testutil.ToFloat64(f.s.m.odAdmitted); v != 1 {
@@ -116,7 +116,7 @@ func TestOnDemandSyncer(t *testing.T) {
 	f.index.bump()
 	f.s.serviceChanged(web2)
 	f.sync(t)
-	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{"passthrough_original_dst", "svc:10.96.0.10:80", "svc:10.96.0.10:81"}) {
+	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{"blackhole", "passthrough_original_dst", "svc:10.96.0.10:80", "svc:10.96.0.10:81"}) {
 		t.Fatalf("pending admitted: clusters %v", got)
 	}
 	if st := f.s.status.Load(); st.Demanded != 2 || st.Pending != 2 {
@@ -134,14 +134,14 @@ func TestOnDemandSyncer(t *testing.T) {
 	}
 	f.addService(web)
 	f.sync(t)
-	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{"passthrough_original_dst", "svc:10.96.0.10:80"}) {
+	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{"blackhole", "passthrough_original_dst", "svc:10.96.0.10:80"}) {
 		t.Fatalf("Service back: clusters %v", got)
 	}
 
 	// Proactive: every Service port is published and cap_svc no longer asks.
 	f.s.setCDSMode(CDSProactive)
 	f.sync(t)
-	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{"passthrough_original_dst", "svc:10.96.0.10:80", "svc:10.96.0.11:80"}) {
+	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{"blackhole", "passthrough_original_dst", "svc:10.96.0.10:80", "svc:10.96.0.11:80"}) {
 		t.Fatalf("proactive: clusters %v", got)
 	}
 	if od := onDemandOf(t, f.s.set.Listeners["capture~ns~client"]); od != nil {
@@ -231,7 +231,7 @@ func TestOnDemandOverADS(t *testing.T) {
 	has := func(name string) bool { return rec.Has(resource.ClusterType, name) }
 	seen := func(name string) bool { return slices.Contains(rec.Seen(resource.ClusterType), name) }
 	adstest.Eventually(t, "the wildcard's first response", func() bool { return has(contract.PassthroughCluster) })
-	if got := rec.Names(resource.ClusterType); len(got) != 1 {
+	if got := rec.Names(resource.ClusterType); len(got) != 2 { // blackhole, passthrough_original_dst
 		t.Fatalf("wildcard on demand: %v", got)
 	}
 	refused := func(reason string) float64 { return testutil.ToFloat64(f.s.m.odRefused.WithLabelValues(reason)) }
@@ -283,10 +283,10 @@ func TestOnDemandOverADS(t *testing.T) {
 	adstest.Eventually(t, "5000 refusals", func() bool { return refused(contract.ReasonNoService) == 5001 })
 	adstest.Eventually(t, "the status after the scan", func() bool { return f.s.status.Load().Pending == len(scan) })
 	settle(scan[len(scan)-1])
-	if want := []string{contract.PassthroughCluster, "svc:10.96.0.11:80", "svc:10.96.0.99:80"}; !slices.Equal(rec.Names(resource.ClusterType), want) || len(rec.Seen(resource.ClusterType)) != 4 {
+	if want := []string{contract.BlackholeCluster, contract.PassthroughCluster, "svc:10.96.0.11:80", "svc:10.96.0.99:80"}; !slices.Equal(rec.Names(resource.ClusterType), want) || len(rec.Seen(resource.ClusterType)) != 5 {
 		t.Fatalf("after the scan the client holds %v (ever saw %v), want %v", rec.Names(resource.ClusterType), rec.Seen(resource.ClusterType), want)
 	}
-	if st := f.s.status.Load(); st.Clusters != 3 || st.Demanded != 2 {
+	if st := f.s.status.Load(); st.Clusters != 4 || st.Demanded != 2 {
 		t.Fatalf("status after the scan: %d clusters, %d demanded", st.Clusters, st.Demanded)
 	}
 	if v := testutil.ToFloat64(f.s.m.odPending); v != float64(len(scan)) {
@@ -343,7 +343,7 @@ func TestDemandFile(t *testing.T) {
 	if len(g.pub.updates) != 1 {
 		t.Fatalf("%d pushes, want the first snapshot only", len(g.pub.updates))
 	}
-	if got := keys(g.pub.updates[0].Clusters); !slices.Equal(got, []string{"passthrough_original_dst", "svc:10.96.0.10:80"}) {
+	if got := keys(g.pub.updates[0].Clusters); !slices.Equal(got, []string{"blackhole", "passthrough_original_dst", "svc:10.96.0.10:80"}) {
 		t.Fatalf("first snapshot after restart: %v", got)
 	}
 	if st := g.s.status.Load(); st.Demanded != 1 || st.Pending != 0 {

@@ -166,7 +166,7 @@ func TestRunOnDemand(t *testing.T) {
 		return func() { stopClient(); stopAgent() }, cl, client
 	}
 	stop, cl, client := start()
-	if got := cl.Names(resourcev3.ClusterType); len(got) != 1 {
+	if got := cl.Names(resourcev3.ClusterType); len(got) != 2 { // blackhole, passthrough_original_dst
 		t.Fatalf("first snapshot, on demand (ConfigMap), nothing asked: %v", got)
 	}
 	has := func(name string) func() bool { return func() bool { return cl.Has(resourcev3.ClusterType, name) } }
@@ -189,7 +189,7 @@ func TestRunOnDemand(t *testing.T) {
 	// Restarted: the demanded cluster is in the first response, before any request.
 	stop, cl, _ = start()
 	defer stop()
-	want := []string{contract.PassthroughCluster, name["web"]}
+	want := []string{contract.BlackholeCluster, contract.PassthroughCluster, name["web"]}
 	slices.Sort(want)
 	if got := cl.Names(resourcev3.ClusterType); !slices.Equal(got, want) {
 		t.Fatalf("first snapshot after restart %v, want %v", got, want)

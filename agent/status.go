@@ -5,6 +5,7 @@ package agent
 import (
 	"encoding/json"
 	"net/http"
+	"net/netip"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -17,6 +18,9 @@ import (
 type Status struct {
 	Node            string           `json:"node"`
 	Zone            string           `json:"zone"`
+	// NodeAddresses are the node's own IPv4 addresses, which every capture listener refuses
+	// with the fixed node-local ranges (chain cap_refused).
+	NodeAddresses []string `json:"nodeAddresses"`
 	Phase1          bool             `json:"phase1"`
 	Phase2          bool             `json:"phase2"`
 	SnapshotVersion uint64           `json:"snapshotVersion"`
@@ -64,15 +68,18 @@ func (s *syncer) handler(reg *prometheus.Registry, ready func() bool) http.Handl
 
 // publishStatus stores the /status document of the sync just done and sets the gauges that
 // mirror it.
-func (s *syncer) publishStatus(node translate.Node, p1, p2 bool, mode CDSMode, settingsErrs []SettingError, lst []ListenerStatus, listenersBuilt bool) {
+func (s *syncer) publishStatus(node translate.Node, nodeAddrs []netip.Addr, p1, p2 bool, mode CDSMode, settingsErrs []SettingError, lst []ListenerStatus, listenersBuilt bool) {
 	old := s.status.Load()
-	st := &Status{Node: node.Name, Zone: node.Zone, Phase1: p1, Phase2: p2, SnapshotVersion: s.version, Listeners: old.Listeners, Range: []string{},
+	st := &Status{Node: node.Name, Zone: node.Zone, NodeAddresses: []string{}, Phase1: p1, Phase2: p2, SnapshotVersion: s.version, Listeners: old.Listeners, Range: []string{},
 		CDS: mode, Demanded: len(s.demand.admitted), Pending: s.demand.pending.len(), SettingsErrors: settingsErrs, Enrollment: s.enroll.status()}
 	if listenersBuilt {
 		st.Listeners = lst
 		if st.Listeners == nil {
 			st.Listeners = []ListenerStatus{}
 		}
+	}
+	for _, a := range nodeAddrs {
+		st.NodeAddresses = append(st.NodeAddresses, a.String())
 	}
 	for _, n := range s.endpoints {
 		st.Endpoints += n

@@ -69,6 +69,7 @@ type syncer struct {
 	dirtyAll       bool
 	dirtyListeners bool
 	node           translate.Node
+	nodeAddrs      []netip.Addr // the node's own IPv4 addresses, refused by every listener
 	phase1, phase2 bool
 	mode           CDSMode
 	settingsErrs   []SettingError // the ConfigMap's keys whose values are not used
@@ -109,7 +110,7 @@ func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceList
 		bySvc: map[k8stypes.NamespacedName][]string{}, owner: map[string]k8stypes.NamespacedName{},
 		endpoints: map[k8stypes.NamespacedName]int{},
 	}
-	s.status.Store(&Status{Node: node.Name, Zone: node.Zone, Phase1: phase1, Phase2: phase2, Listeners: []ListenerStatus{}, CDS: CDSProactive,
+	s.status.Store(&Status{Node: node.Name, Zone: node.Zone, NodeAddresses: []string{}, Phase1: phase1, Phase2: phase2, Listeners: []ListenerStatus{}, CDS: CDSProactive,
 		SettingsErrors: []SettingError{}})
 	return s
 }
@@ -165,7 +166,7 @@ func (s *syncer) loop(ctx context.Context, rangeChanged func() <-chan struct{}, 
 func (s *syncer) sync() error {
 	s.mu.Lock()
 	dirty, triggers, all, listeners := s.dirty, s.triggers, s.dirtyAll, s.dirtyListeners
-	node, p1, p2, mode, settingsErrs := s.node, s.phase1, s.phase2, s.mode, s.settingsErrs
+	node, nodeAddrs, p1, p2, mode, settingsErrs := s.node, s.nodeAddrs, s.phase1, s.phase2, s.mode, s.settingsErrs
 	ops, restored := s.demandOps, s.restored
 	s.dirty, s.triggers = map[k8stypes.NamespacedName]struct{}{}, map[k8stypes.NamespacedName]time.Time{}
 	s.dirtyAll, s.dirtyListeners = false, false
@@ -207,12 +208,17 @@ func (s *syncer) sync() error {
 	var lst []ListenerStatus
 	var unresolved int
 	if listeners {
-		lst, unresolved = b.listeners(node, p1, p2, b.onDemand)
+		lst, unresolved = b.listeners(node, nodeAddrs, p1, p2, b.onDemand)
 	}
-	if b.set.Clusters[contract.PassthroughCluster] == nil {
-		c := translate.PassthroughOriginalDst()
-		put(b, b.set.Clusters, c.Name, c)
-		b.upd.Clusters[c.Name] = c
+	for name, c := range map[string]func() *clusterv3.Cluster{
+		contract.PassthroughCluster: translate.PassthroughOriginalDst,
+		contract.BlackholeCluster:   translate.Blackhole,
+	} {
+		if b.set.Clusters[name] == nil {
+			c := c()
+			put(b, b.set.Clusters, c.Name, c)
+			b.upd.Clusters[c.Name] = c
+		}
 	}
 	if err := b.validate(); err != nil {
 		b.rollback()
@@ -236,7 +242,7 @@ func (s *syncer) sync() error {
 		s.m.push.Observe(now.Sub(start).Seconds())
 	}
 	s.saveDemand()
-	s.publishStatus(node, p1, p2, mode, settingsErrs, lst, listeners)
+	s.publishStatus(node, nodeAddrs, p1, p2, mode, settingsErrs, lst, listeners)
 	if unresolved > 0 {
 		s.mu.Lock()
 		if s.retry == nil {

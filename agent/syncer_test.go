@@ -175,7 +175,7 @@ func TestSyncIncremental(t *testing.T) {
 	_ = f.slices.Add(sliceObj("web", "web-1", "10.244.1.5"))
 	f.s.sliceChanged(f.slices.List()[0])
 	f.sync(t)
-	if got := keys(f.pub.last().Clusters); !slices.Equal(got, []string{"passthrough_original_dst"}) {
+	if got := keys(f.pub.last().Clusters); !slices.Equal(got, []string{"blackhole", "passthrough_original_dst"}) {
 		t.Fatalf("before the Service: clusters %v", got)
 	}
 	svc := svcObj("web", "10.96.0.10")
@@ -187,7 +187,7 @@ func TestSyncIncremental(t *testing.T) {
 	if got := keys(u.Clusters); !slices.Equal(got, []string{"svc:10.96.0.10:80"}) {
 		t.Fatalf("only the changed Service is built: %v", got)
 	}
-	if st := f.s.status.Load(); st.Endpoints != 1 || st.Clusters != 2 || st.SnapshotVersion != 2 {
+	if st := f.s.status.Load(); st.Endpoints != 1 || st.Clusters != 3 || st.SnapshotVersion != 2 {
 		t.Fatalf("status %+v", st)
 	}
 	// A second slice merges; only the load assignment changes.
@@ -226,10 +226,14 @@ func TestSyncIncremental(t *testing.T) {
 	}
 }
 
+// chains names a listener's filter chains but cap_refused, which every listener has
+// (TestNodeLocalRefused).
 func chains(l *listenerv3.Listener) string {
 	var out []string
 	for _, fc := range l.FilterChains {
-		out = append(out, fc.Name)
+		if fc.Name != contract.ChainRefused {
+			out = append(out, fc.Name)
+		}
 	}
 	return strings.Join(out, ",")
 }
@@ -269,7 +273,7 @@ func TestListenersAndPhases(t *testing.T) {
 	if c := chains(f.s.set.Listeners["capture~ns~client"]); c != "cap_passthrough_svc" {
 		t.Fatalf("phase 1 off: chains %s", c)
 	}
-	if st := f.s.status.Load(); st.Phase1 || !st.Phase2 || st.Clusters != 1 {
+	if st := f.s.status.Load(); st.Phase1 || !st.Phase2 || st.Clusters != 2 {
 		t.Fatalf("status after flip %+v", st)
 	}
 	f.s.setPhases(true, false)
@@ -408,7 +412,7 @@ func TestLoopCoalescesBursts(t *testing.T) {
 	for _, svc := range objs {
 		f.s.serviceChanged(svc)
 	}
-	adstest.Eventually(t, "201 clusters published", func() bool { return f.s.status.Load().Clusters == 201 })
+	adstest.Eventually(t, "201 clusters published", func() bool { return f.s.status.Load().Clusters == 202 }) // and blackhole, passthrough_original_dst
 	cancel()
 	<-done
 	if pushes := len(f.pub.updates) - before; pushes < 1 || pushes > 2 {

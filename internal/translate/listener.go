@@ -13,6 +13,7 @@ import (
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	grpclogv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	sfscommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/set_filter_state/v3"
@@ -20,6 +21,7 @@ import (
 	setfilterstatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/set_filter_state/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	netinputsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/matching/common_inputs/network/v3"
+	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -53,6 +55,9 @@ type ListenerOptions struct {
 	// selects cap_passthrough_svc, on every port, instead of cap_svc, which would find no
 	// svc: cluster for it and refuse the connection.
 	KubeProxyVIPs []netip.Addr
+	// NodeAddrs are the node's own IPv4 addresses (its Node's status.addresses): each gets a /32
+	// that selects cap_refused, with contract.NodeLocalRanges, in every phase.
+	NodeAddrs []netip.Addr
 }
 
 // CaptureListener is the listener bound into one captured pod's network namespace.
@@ -74,12 +79,11 @@ func CaptureListener(pod CapturedPod, o ListenerOptions) *listenerv3.Listener {
 		}},
 		DefaultFilterChain: passthroughChain(contract.ChainPassthrough),
 	}
-	if !o.RangeKnown || len(o.Range) == 0 {
-		return l // no range: every destination passes through unchanged
-	}
-	matchers := []*matcherv3.IPMatcher_IPRangeMatcher{rangeMatcher(o.Range, contract.ChainPassthroughSvc)}
-	l.FilterChains = []*listenerv3.FilterChain{passthroughChain(contract.ChainPassthroughSvc)}
-	if o.Phase1 {
+	var matchers []*matcherv3.IPMatcher_IPRangeMatcher
+	switch {
+	case !o.RangeKnown || len(o.Range) == 0:
+		// No range: every destination but the node-local ones passes through unchanged.
+	case o.Phase1:
 		matchers = []*matcherv3.IPMatcher_IPRangeMatcher{rangeMatcher(o.Range, contract.ChainSvc)}
 		l.FilterChains = []*listenerv3.FilterChain{svcFilterChain(o.Phase2, o.OnDemand)}
 		// The trie matcher tries the longest matching prefix first and takes its action
@@ -89,7 +93,17 @@ func CaptureListener(pod CapturedPod, o ListenerOptions) *listenerv3.Listener {
 			matchers = append(matchers, rangeMatcher(vips, contract.ChainPassthroughSvc))
 			l.FilterChains = append(l.FilterChains, passthroughChain(contract.ChainPassthroughSvc))
 		}
+	default:
+		matchers = []*matcherv3.IPMatcher_IPRangeMatcher{rangeMatcher(o.Range, contract.ChainPassthroughSvc)}
+		l.FilterChains = []*listenerv3.FilterChain{passthroughChain(contract.ChainPassthroughSvc)}
 	}
+	// Node-local destinations are refused in every phase, before anything passes through. The
+	// most specific prefix wins, as it does for filter_chain_match's destination_prefix_ranges
+	// (source/common/listener_manager/filter_chain_manager_impl.cc, the destination IP trie of
+	// FilterChainManagerImpl::findFilterChainForDestinationIP): a node address inside the
+	// Service range would still be refused, and nothing here is shorter than a range it lies in.
+	matchers = append(matchers, rangeMatcher(NodeLocalPrefixes(o.NodeAddrs), contract.ChainRefused))
+	l.FilterChains = append(l.FilterChains, refusedChain(pod))
 	l.FilterChainMatcher = &matcherv3.Matcher{MatcherType: &matcherv3.Matcher_MatcherTree_{MatcherTree: &matcherv3.Matcher_MatcherTree{
 		Input: &xdscorev3.TypedExtensionConfig{Name: destinationIPInput, TypedConfig: mustAny(&netinputsv3.DestinationIPInput{})},
 		TreeType: &matcherv3.Matcher_MatcherTree_CustomMatch{CustomMatch: &xdscorev3.TypedExtensionConfig{
@@ -126,6 +140,58 @@ func kubeProxyHosts(serviceRange []netip.Prefix, vips []netip.Addr) []netip.Pref
 	}
 	slices.SortFunc(out, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
 	return slices.Compact(out)
+}
+
+// NodeLocalPrefixes are what cap_refused takes: contract.NodeLocalRanges and a /32 of each of
+// the node's IPv4 addresses, sorted and without duplicates.
+func NodeLocalPrefixes(nodeAddrs []netip.Addr) []netip.Prefix {
+	out := contract.NodeLocalRanges()
+	var hosts []netip.Prefix
+	for _, a := range nodeAddrs {
+		if a = a.Unmap(); a.Is4() {
+			hosts = append(hosts, netip.PrefixFrom(a, 32))
+		}
+	}
+	slices.SortFunc(hosts, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	return append(out, slices.Compact(hosts)...)
+}
+
+// refusedChain closes every connection it takes: its cluster has no endpoint, so tcp_proxy
+// finds no host, counts cluster.blackhole.upstream_cx_none_healthy and closes with UH
+// (source/common/tcp_proxy/tcp_proxy.cc Filter::establishUpstreamConnection). Its access log
+// reports each one to the agent, with the pod the listener belongs to: the source address of
+// a pod dialling its own loopback is 127.0.0.1.
+func refusedChain(pod CapturedPod) *listenerv3.FilterChain {
+	return &listenerv3.FilterChain{Name: contract.ChainRefused, Filters: []*listenerv3.Filter{tcpProxy(&tcpproxyv3.TcpProxy{
+		StatPrefix:       contract.ChainRefused,
+		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: contract.BlackholeCluster},
+		AccessLog: []*accesslogv3.AccessLog{{
+			Name: tcpGRPCAccessLog,
+			ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: mustAny(&grpclogv3.TcpGrpcAccessLogConfig{
+				CommonConfig: &grpclogv3.CommonGrpcAccessLogConfig{
+					LogName: contract.NodeLocalLogName,
+					GrpcService: &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
+						EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: contract.XDSCluster},
+					}},
+					TransportApiVersion: corev3.ApiVersion_V3,
+					CustomTags: []*tracingv3.CustomTag{{
+						Tag:  contract.TagPod,
+						Type: &tracingv3.CustomTag_Literal_{Literal: &tracingv3.CustomTag_Literal{Value: pod.Namespace + "/" + pod.Name}},
+					}},
+				},
+			})},
+		}},
+	})}}
+}
+
+// Blackhole is cap_refused's cluster: STATIC, with no endpoint.
+func Blackhole() *clusterv3.Cluster {
+	return &clusterv3.Cluster{
+		Name:                 contract.BlackholeCluster,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		ConnectTimeout:       durationpb.New(ConnectTimeout),
+		LoadAssignment:       &endpointv3.ClusterLoadAssignment{ClusterName: contract.BlackholeCluster},
+	}
 }
 
 func passthroughChain(name string) *listenerv3.FilterChain {

@@ -11,12 +11,14 @@ import (
 	"github.com/aether-mesh/svclb/internal/translate/translatetest"
 	"github.com/aether-mesh/svclb/pkg/contract"
 
+	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -241,16 +243,16 @@ func TestCaptureListener(t *testing.T) {
 		action    string
 		accessLog bool
 	}{
-		{"phase1+2", listenerOpts(true, true), "cap_svc default=cap_passthrough", "cap_svc", true},
-		{"phase1 only", listenerOpts(true, false), "cap_svc default=cap_passthrough", "cap_svc", false},
-		{"phase1 off", listenerOpts(false, true), "cap_passthrough_svc default=cap_passthrough", "cap_passthrough_svc", false},
-		{"range unknown", translate.ListenerOptions{Phase1: true, Phase2: true}, "default=cap_passthrough", "", false},
-		{"on-demand", onDemand(listenerOpts(true, true)), "cap_svc default=cap_passthrough", "cap_svc", true},
-		{"on-demand, phase1 off", onDemand(listenerOpts(false, true)), "cap_passthrough_svc default=cap_passthrough", "cap_passthrough_svc", false},
-		{"apiserver VIP, phase1+2", apiserverVIP(listenerOpts(true, true), "10.96.0.1"), "cap_svc cap_passthrough_svc default=cap_passthrough", "cap_svc,cap_passthrough_svc", true},
-		{"apiserver VIP, on-demand", onDemand(apiserverVIP(listenerOpts(true, true), "10.96.0.1")), "cap_svc cap_passthrough_svc default=cap_passthrough", "cap_svc,cap_passthrough_svc", true},
-		{"apiserver VIP, phase1 off", apiserverVIP(listenerOpts(false, true), "10.96.0.1"), "cap_passthrough_svc default=cap_passthrough", "cap_passthrough_svc", false},
-		{"apiserver VIP outside the range", apiserverVIP(listenerOpts(true, true), "10.97.0.1"), "cap_svc default=cap_passthrough", "cap_svc", true},
+		{"phase1+2", listenerOpts(true, true), "cap_svc cap_refused default=cap_passthrough", "cap_svc,cap_refused", true},
+		{"phase1 only", listenerOpts(true, false), "cap_svc cap_refused default=cap_passthrough", "cap_svc,cap_refused", false},
+		{"phase1 off", listenerOpts(false, true), "cap_passthrough_svc cap_refused default=cap_passthrough", "cap_passthrough_svc,cap_refused", false},
+		{"range unknown", translate.ListenerOptions{Phase1: true, Phase2: true}, "cap_refused default=cap_passthrough", "cap_refused", false},
+		{"on-demand", onDemand(listenerOpts(true, true)), "cap_svc cap_refused default=cap_passthrough", "cap_svc,cap_refused", true},
+		{"on-demand, phase1 off", onDemand(listenerOpts(false, true)), "cap_passthrough_svc cap_refused default=cap_passthrough", "cap_passthrough_svc,cap_refused", false},
+		{"apiserver VIP, phase1+2", apiserverVIP(listenerOpts(true, true), "10.96.0.1"), "cap_svc cap_passthrough_svc cap_refused default=cap_passthrough", "cap_svc,cap_passthrough_svc,cap_refused", true},
+		{"apiserver VIP, on-demand", onDemand(apiserverVIP(listenerOpts(true, true), "10.96.0.1")), "cap_svc cap_passthrough_svc cap_refused default=cap_passthrough", "cap_svc,cap_passthrough_svc,cap_refused", true},
+		{"apiserver VIP, phase1 off", apiserverVIP(listenerOpts(false, true), "10.96.0.1"), "cap_passthrough_svc cap_refused default=cap_passthrough", "cap_passthrough_svc,cap_refused", false},
+		{"apiserver VIP outside the range", apiserverVIP(listenerOpts(true, true), "10.97.0.1"), "cap_svc cap_refused default=cap_passthrough", "cap_svc,cap_refused", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := translate.CaptureListener(pod, tc.opts)
@@ -258,7 +260,8 @@ func TestCaptureListener(t *testing.T) {
 				t.Fatal(err)
 			}
 			set := translate.Set{Listeners: map[string]*listenerv3.Listener{l.Name: l},
-				Clusters: map[string]*clusterv3.Cluster{contract.PassthroughCluster: translate.PassthroughOriginalDst()}}
+				Clusters: map[string]*clusterv3.Cluster{contract.PassthroughCluster: translate.PassthroughOriginalDst(),
+					contract.BlackholeCluster: translate.Blackhole()}}
 			if err := translate.CheckReferences(set); err != nil {
 				t.Fatal(err)
 			}
@@ -285,7 +288,9 @@ func TestCaptureListener(t *testing.T) {
 					tp := &tcpproxyv3.TcpProxy{}
 					if f.GetTypedConfig().MessageIs(tp) {
 						_ = f.GetTypedConfig().UnmarshalTo(tp)
-						hasLog = hasLog || len(tp.AccessLog) > 0
+						if fc.Name == contract.ChainSvc {
+							hasLog = hasLog || len(tp.AccessLog) > 0
+						}
 						if tp.OnDemand != nil {
 							od = append(od, tp.OnDemand)
 							if fc.Name != contract.ChainSvc {
@@ -320,8 +325,9 @@ func TestCheckReferencesRejects(t *testing.T) {
 		cs, ls, _ := translate.Service(service(), nil, thisNode)
 		return translate.Set{
 			Listeners: map[string]*listenerv3.Listener{l.Name: l},
-			Clusters:  map[string]*clusterv3.Cluster{contract.PassthroughCluster: translate.PassthroughOriginalDst(), cs[0].Name: cs[0]},
-			Loads:     map[string]*endpointv3.ClusterLoadAssignment{ls[0].ClusterName: ls[0]},
+			Clusters: map[string]*clusterv3.Cluster{contract.PassthroughCluster: translate.PassthroughOriginalDst(), cs[0].Name: cs[0],
+				contract.BlackholeCluster: translate.Blackhole()},
+			Loads: map[string]*endpointv3.ClusterLoadAssignment{ls[0].ClusterName: ls[0]},
 		}
 	}
 	if err := translate.CheckReferences(good()); err != nil {
@@ -336,6 +342,20 @@ func TestCheckReferencesRejects(t *testing.T) {
 		{"load assignment missing", func(s *translate.Set) { clear(s.Loads) }, "no load assignment"},
 		{"orphan load assignment", func(s *translate.Set) { delete(s.Clusters, "svc:10.96.0.10:80") }, "no cluster"},
 		{"matcher names a missing chain", func(s *translate.Set) { s.Listeners["capture~ns~client"].FilterChains[0].Name = "other" }, "does not exist"},
+		{"blackhole cluster missing", func(s *translate.Set) { delete(s.Clusters, contract.BlackholeCluster) }, "not published"},
+		{"a node-local range passes through", func(s *translate.Set) {
+			l := s.Listeners["capture~ns~client"]
+			l.FilterChainMatcher = translate.CaptureListener(pod, translate.ListenerOptions{}).FilterChainMatcher
+			l.FilterChainMatcher.GetMatcherTree().GetCustomMatch().TypedConfig = mustAnyT(t, &matcherv3.IPMatcher{})
+		}, "node-local range 0.0.0.0/8"},
+		{"cap_refused goes elsewhere", func(s *translate.Set) {
+			l := s.Listeners["capture~ns~client"]
+			for _, fc := range l.FilterChains {
+				if fc.Name == contract.ChainRefused {
+					fc.Filters = translate.CaptureListener(pod, translate.ListenerOptions{}).DefaultFilterChain.Filters
+				}
+			}
+		}, "does not go to cluster blackhole"},
 		{"duplicate chain", func(s *translate.Set) {
 			s.Listeners["capture~ns~client"].FilterChains[0].Name = contract.ChainPassthrough
 		}, "duplicate"},
@@ -405,4 +425,13 @@ func TestOverprovisioningKeepsBand(t *testing.T) {
 	if got := envoyAvailability(140, 1, 2); got != 70 {
 		t.Errorf("the default factor, 1 of 2 ejected: %d, want 70 (30 %% to the next band)", got)
 	}
+}
+
+func mustAnyT(t *testing.T, m proto.Message) *anypb.Any {
+	t.Helper()
+	a, err := anypb.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

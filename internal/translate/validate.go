@@ -3,6 +3,7 @@ package translate
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/aether-mesh/svclb/pkg/contract"
 
@@ -19,6 +20,7 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/set_filter_state/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/matching/common_inputs/network/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 )
 
 // Set is a complete resource set, keyed by resource name.
@@ -67,8 +69,14 @@ func Validate(m validator) error {
 		}
 		if tp, ok := inner.(*tcpproxyv3.TcpProxy); ok {
 			for _, al := range tp.GetAccessLog() {
-				if _, err := al.GetTypedConfig().UnmarshalNew(); err != nil {
+				cfg, err := al.GetTypedConfig().UnmarshalNew()
+				if err != nil {
 					return fmt.Errorf("listener %s: access log: %w", l.Name, err)
+				}
+				if v, ok := cfg.(validator); ok {
+					if err := v.ValidateAll(); err != nil {
+						return fmt.Errorf("listener %s: access log: %w", l.Name, err)
+					}
 				}
 			}
 		}
@@ -129,6 +137,9 @@ func CheckChanged(s Set, clusters, loads []string) error {
 				errs = append(errs, fmt.Errorf("listener %s: matcher names chain %q that does not exist", name, a))
 			}
 		}
+		if err := checkRefuses(l); err != nil {
+			errs = append(errs, fmt.Errorf("listener %s: %w", name, err))
+		}
 	}
 	for _, name := range clusters {
 		c := s.Clusters[name]
@@ -147,7 +158,65 @@ func CheckChanged(s Set, clusters, loads []string) error {
 	return errors.Join(errs...)
 }
 
-func matcherActions(m *matcherv3.Matcher) ([]string, error) {
+// checkRefuses is the node-local invariant: every one of contract.NodeLocalRanges is a range of
+// the listener's matcher whose action is cap_refused, and that chain's tcp_proxy goes to the
+// blackhole cluster. A listener without it would pass the node's loopback through.
+func checkRefuses(l *listenerv3.Listener) error {
+	ranges, err := matcherRanges(l.GetFilterChainMatcher())
+	if err != nil {
+		return err
+	}
+	for _, p := range contract.NodeLocalRanges() {
+		if got := ranges[p]; got != contract.ChainRefused {
+			return fmt.Errorf("node-local range %s goes to %q, not %s", p, got, contract.ChainRefused)
+		}
+	}
+	for _, fc := range l.GetFilterChains() {
+		if fc.GetName() != contract.ChainRefused {
+			continue
+		}
+		for _, f := range fc.GetFilters() {
+			tp := &tcpproxyv3.TcpProxy{}
+			if f.GetTypedConfig().MessageIs(tp) && f.GetTypedConfig().UnmarshalTo(tp) == nil && tp.GetCluster() == contract.BlackholeCluster {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("chain %s does not go to cluster %s", contract.ChainRefused, contract.BlackholeCluster)
+}
+
+// ListenerRanges maps each range of a listener's filter_chain_matcher to the chain it selects.
+func ListenerRanges(l *listenerv3.Listener) (map[netip.Prefix]string, error) {
+	return matcherRanges(l.GetFilterChainMatcher())
+}
+
+// matcherRanges maps each range of the matcher to its action (the first, should a range repeat).
+func matcherRanges(m *matcherv3.Matcher) (map[netip.Prefix]string, error) {
+	out := map[netip.Prefix]string{}
+	ipm, err := ipMatcher(m)
+	if err != nil || ipm == nil {
+		return out, err
+	}
+	for _, rm := range ipm.GetRangeMatchers() {
+		sv := &wrapperspb.StringValue{}
+		if err := rm.GetOnMatch().GetAction().GetTypedConfig().UnmarshalTo(sv); err != nil {
+			return nil, fmt.Errorf("filter_chain_matcher action: %w", err)
+		}
+		for _, r := range rm.GetRanges() {
+			a, err := netip.ParseAddr(r.GetAddressPrefix())
+			if err != nil {
+				return nil, fmt.Errorf("filter_chain_matcher range %q: %w", r.GetAddressPrefix(), err)
+			}
+			p := netip.PrefixFrom(a, int(r.GetPrefixLen().GetValue()))
+			if _, ok := out[p]; !ok {
+				out[p] = sv.Value
+			}
+		}
+	}
+	return out, nil
+}
+
+func ipMatcher(m *matcherv3.Matcher) (*matcherv3.IPMatcher, error) {
 	if m == nil {
 		return nil, nil
 	}
@@ -158,6 +227,14 @@ func matcherActions(m *matcherv3.Matcher) ([]string, error) {
 	ipm := &matcherv3.IPMatcher{}
 	if err := cm.GetTypedConfig().UnmarshalTo(ipm); err != nil {
 		return nil, fmt.Errorf("filter_chain_matcher: %w", err)
+	}
+	return ipm, nil
+}
+
+func matcherActions(m *matcherv3.Matcher) ([]string, error) {
+	ipm, err := ipMatcher(m)
+	if err != nil || ipm == nil {
+		return nil, err
 	}
 	var out []string
 	for _, rm := range ipm.GetRangeMatchers() {

@@ -60,6 +60,7 @@ type Server struct {
 	index         Index
 	log           *slog.Logger
 	refused       *prometheus.CounterVec
+	nodeLocal     *nodeLocal
 	nacks         prometheus.Counter
 	demand        atomic.Pointer[DemandHandler]
 }
@@ -79,11 +80,12 @@ func New(ctx context.Context, index Index, reg prometheus.Registerer, log *slog.
 			Name: contract.MetricSvcRefused,
 			Help: "Captured connections to the Service range the node proxy refused, by reason and Service.",
 		}, []string{contract.LabelReason, contract.LabelNamespace, contract.LabelService}),
+		nodeLocal: newNodeLocal(log),
 		nacks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: contract.MetricXDSNacks, Help: "xDS updates the node proxy rejected.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{s.refused, s.nacks} {
+	for _, c := range []prometheus.Collector{s.refused, s.nodeLocal.refused, s.nacks} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -241,7 +243,12 @@ type als struct {
 	s *Server
 }
 
+// StreamAccessLogs reads one logger's stream. Its first message names the log (Envoy's
+// GrpcAccessLoggerImpl sends the identifier on a stream's first message only): entries of
+// contract.NodeLocalLogName are node-local refusals, all others are classified as refusals of
+// the Service range.
 func (a *als) StreamAccessLogs(stream grpc.ClientStreamingServer[accesslogv3.StreamAccessLogsMessage, accesslogv3.StreamAccessLogsResponse]) error {
+	logName := ""
 	for {
 		msg, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -250,7 +257,14 @@ func (a *als) StreamAccessLogs(stream grpc.ClientStreamingServer[accesslogv3.Str
 		if err != nil {
 			return err
 		}
+		if id := msg.GetIdentifier(); id != nil {
+			logName = id.GetLogName()
+		}
 		for _, e := range msg.GetTcpLogs().GetLogEntry() {
+			if logName == contract.NodeLocalLogName {
+				a.s.nodeLocal.record(e)
+				continue
+			}
 			if r, ok := a.s.Classify(e); ok {
 				a.s.record(r)
 			}

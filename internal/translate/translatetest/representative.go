@@ -25,6 +25,9 @@ func Options(phase1, phase2 bool) translate.ListenerOptions {
 	return translate.ListenerOptions{Range: []netip.Prefix{ServiceRange}, RangeKnown: true, Phase1: phase1, Phase2: phase2}
 }
 
+// NodeIP is ThisNode's InternalIP in the fixtures.
+var NodeIP = netip.MustParseAddr("172.18.0.3")
+
 // RepresentativePod is the captured pod of RepresentativeSet.
 var RepresentativePod = translate.CapturedPod{Namespace: "default", Name: "client", NetnsPath: "/var/run/netns/cni-0f1e2d3c"}
 
@@ -60,7 +63,9 @@ func RepresentativeSet(onDemand bool) translate.Set {
 		Endpoints:   []discoveryv1.Endpoint{EP("172.18.0.2")},
 	})
 	s.Clusters[contract.PassthroughCluster] = translate.PassthroughOriginalDst()
+	s.Clusters[contract.BlackholeCluster] = translate.Blackhole()
 	o := Options(true, true)
+	o.NodeAddrs = []netip.Addr{NodeIP}
 	o.OnDemand = onDemand
 	o.KubeProxyVIPs = translate.KubeProxyVIPs(APIServerService())
 	l := translate.CaptureListener(RepresentativePod, o)
