@@ -24,19 +24,27 @@ import (
 //     cap_passthrough_svc when it is off, and that chain exists;
 //   - with Phase 1 on, cap_svc's tcp_proxy carries the gRPC access log
 //     svclb_refusals exactly when Phase 2 is on, and on_demand exactly in
-//     on-demand CDS mode.
+//     on-demand CDS mode;
+//   - in every phase, the node-local ranges and each of the node's
+//     addresses the agent names go to cap_refused, and that chain exists.
+//
+// Chains are found by name, never counted: the listener has as many as its
+// settings give it (cap_refused always).
 func listenerProblem(l *listenerv3.Listener, st *svclbagent.Status) string {
+	var ipm matcherv3.IPMatcher
+	tc := l.GetFilterChainMatcher().GetMatcherTree().GetCustomMatch().GetTypedConfig()
+	if tc == nil || tc.UnmarshalTo(&ipm) != nil {
+		return "no IP matcher on the destination"
+	}
+	if p := refusedProblem(l, &ipm, st); p != "" {
+		return p
+	}
 	if !st.RangeKnown || len(st.Range) == 0 {
 		return ""
 	}
 	want := contract.ChainPassthroughSvc
 	if st.Phase1 {
 		want = contract.ChainSvc
-	}
-	var ipm matcherv3.IPMatcher
-	tc := l.GetFilterChainMatcher().GetMatcherTree().GetCustomMatch().GetTypedConfig()
-	if tc == nil || tc.UnmarshalTo(&ipm) != nil {
-		return "no IP matcher on the destination"
 	}
 	for _, r := range st.Range {
 		p, err := netip.ParsePrefix(r)
@@ -70,6 +78,28 @@ func listenerProblem(l *listenerv3.Listener, st *svclbagent.Status) string {
 	}
 	if onDemand := tp.GetOnDemand() != nil; onDemand != (st.CDS == svclbagent.CDSOnDemand) {
 		return fmt.Sprintf("%s on_demand: %v", want, onDemand)
+	}
+	return ""
+}
+
+// refusedProblem says how the listener's node-local refusal differs from the agent's: each of
+// contract.NodeLocalRanges and a /32 of each of st.NodeAddresses must select cap_refused.
+func refusedProblem(l *listenerv3.Listener, ipm *matcherv3.IPMatcher, st *svclbagent.Status) string {
+	want := contract.NodeLocalRanges()
+	for _, a := range st.NodeAddresses {
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
+			return fmt.Sprintf("agent /status node address %q: %v", a, err)
+		}
+		want = append(want, netip.PrefixFrom(ip, 32))
+	}
+	for _, p := range want {
+		if got := rangeAction(ipm, p); got != contract.ChainRefused {
+			return fmt.Sprintf("node-local %s goes to %q", p, got)
+		}
+	}
+	if !slices.ContainsFunc(l.GetFilterChains(), func(c *listenerv3.FilterChain) bool { return c.GetName() == contract.ChainRefused }) {
+		return "no filter chain " + contract.ChainRefused
 	}
 	return ""
 }

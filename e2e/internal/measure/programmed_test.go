@@ -2,9 +2,11 @@ package measure
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
+	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -18,6 +20,7 @@ import (
 
 	svclbagent "github.com/aether-mesh/svclb/agent"
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 func anyOf(t *testing.T, m proto.Message) *anypb.Any {
@@ -78,6 +81,25 @@ func TestProgrammedProblem(t *testing.T) {
 	listener := func(p1, p2, od bool) *listenerv3.Listener {
 		return translate.CaptureListener(pod, translate.ListenerOptions{Range: rng, RangeKnown: true, Phase1: p1, Phase2: p2, OnDemand: od})
 	}
+	withNodeIP := func(st *svclbagent.Status) *svclbagent.Status {
+		st.NodeAddresses = []string{"172.18.0.3"}
+		return st
+	}
+	withNodeAddr := func(*listenerv3.Listener) *listenerv3.Listener {
+		return translate.CaptureListener(pod, translate.ListenerOptions{Range: rng, RangeKnown: true, NodeAddrs: []netip.Addr{netip.MustParseAddr("172.18.0.3")}})
+	}
+	// What an agent older than cap_refused emitted: the Service range and nothing else.
+	withoutRefused := func(l *listenerv3.Listener) *listenerv3.Listener {
+		l.FilterChains = slices.DeleteFunc(l.FilterChains, func(fc *listenerv3.FilterChain) bool { return fc.GetName() == contract.ChainRefused })
+		var ipm matcherv3.IPMatcher
+		cm := l.GetFilterChainMatcher().GetMatcherTree().GetCustomMatch()
+		if err := cm.GetTypedConfig().UnmarshalTo(&ipm); err != nil {
+			t.Fatal(err)
+		}
+		ipm.RangeMatchers = ipm.RangeMatchers[:1]
+		cm.TypedConfig = anyOf(t, &ipm)
+		return l
+	}
 	twoReady := []*discoveryv1.EndpointSlice{slice(true, true)}
 	oneTerminating := []*discoveryv1.EndpointSlice{slice(true, false)}
 	cs, loads, _ := translate.Service(svc, twoReady, node)
@@ -112,6 +134,12 @@ func TestProgrammedProblem(t *testing.T) {
 			[]serviceState{{svc: svc, slices: oneTerminating}}, "cluster svc:10.96.0.20:80 endpoints"},
 		{"endpoints applied", status(true, true, svclbagent.CDSProactive), dump(t, listener(true, true, false), cs, loadsAfter),
 			[]serviceState{{svc: svc, slices: oneTerminating}}, ""},
+		// The node's addresses: refused once the proxy serves the listener that names them.
+		{"node address not applied yet", withNodeIP(status(false, false, svclbagent.CDSProactive)), dump(t, listener(false, false, false), nil, nil), web,
+			`node-local 172.18.0.3/32 goes to ""`},
+		{"node address applied", withNodeIP(status(false, false, svclbagent.CDSProactive)), dump(t, withNodeAddr(listener(false, false, false)), nil, nil), web, ""},
+		{"a listener without cap_refused", status(false, false, svclbagent.CDSProactive), dump(t, withoutRefused(listener(false, false, false)), nil, nil), web,
+			`node-local 0.0.0.0/8 goes to ""`},
 	} {
 		got := programmedProblem(node, c.st, c.d, c.svcs)
 		if (c.wantIn == "") != (got == "") || !strings.Contains(got, c.wantIn) {
