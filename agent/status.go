@@ -16,11 +16,11 @@ import (
 
 // Status is the /status document (see the package doc).
 type Status struct {
-	Node            string           `json:"node"`
-	Zone            string           `json:"zone"`
+	Node string `json:"node"`
+	Zone string `json:"zone"`
 	// NodeAddresses are the node's own IPv4 addresses, which every capture listener refuses
 	// with the fixed node-local ranges (chain cap_refused).
-	NodeAddresses []string `json:"nodeAddresses"`
+	NodeAddresses   []string         `json:"nodeAddresses"`
 	Phase1          bool             `json:"phase1"`
 	Phase2          bool             `json:"phase2"`
 	SnapshotVersion uint64           `json:"snapshotVersion"`
