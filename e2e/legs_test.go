@@ -35,6 +35,7 @@ var legOrder = []string{
 	"dns",
 	// Hostile: what a pod or a careless operator can do (control legs too).
 	"hostile-loop",
+	"hostile-steer",
 	"hostile-settings",
 	"hostile-cut-dns",
 	// Disruptive last: range-grows adds and removes a ServiceCIDR (every

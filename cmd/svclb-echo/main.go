@@ -7,6 +7,7 @@
 //	svclb-echo tls --to 10.96.0.1:443 --server-name kubernetes.default.svc --ca /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
 //	svclb-echo load --target a=web.ns.svc.cluster.local.:80 --rate 5 --long 1 --duration 10m
 //	svclb-echo sweep --to 10.96.0.10:80,10.96.0.11:80 --count 2 | --prefix 10.96.0.0/16 --hosts 1024 --ports 80,443 --parallel 256
+//	svclb-echo steer --to 127.0.0.1:9901,169.254.169.254:80   # needs NET_ADMIN: steer the pod's own capture (fixtures/capture Steer)
 //	svclb-echo idle   # keeps a client pod up (the image has no shell)
 package main
 
@@ -30,7 +31,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: svclb-echo serve|dial|until-reply|lookup|tls|load|sweep|idle [flags]")
+		fmt.Fprintln(os.Stderr, "usage: svclb-echo serve|dial|until-reply|lookup|tls|load|sweep|steer|idle [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -52,10 +53,12 @@ func main() {
 		err = load(ctx, args)
 	case "sweep":
 		err = sweep(ctx, args)
+	case "steer":
+		err = steer(args)
 	case "idle", "sleep":
 		<-ctx.Done()
 	default:
-		err = fmt.Errorf("unknown command %q (want serve, dial, until-reply, lookup, tls, load, sweep or idle)", cmd)
+		err = fmt.Errorf("unknown command %q (want serve, dial, until-reply, lookup, tls, load, sweep, steer or idle)", cmd)
 	}
 	if err != nil {
 		log.Error("svclb-echo", "err", err)
