@@ -91,7 +91,7 @@ func TestRSS(t *testing.T) {
 		var st struct{ Clusters, Endpoints int }
 		err := getJSON("http://"+agentHTTP+"/status", &st)
 		agentState = fmt.Sprintf("/status clusters %d, endpoints %d", st.Clusters, st.Endpoints)
-		return err == nil && st.Clusters > spec.Services && st.Endpoints >= wantEndpoints // + passthrough_original_dst
+		return err == nil && st.Clusters > spec.Services && st.Endpoints >= wantEndpoints // + blackhole, passthrough_original_dst
 	}, &agentState)
 	rows = append(rows, row{"svclb-agent (proactive CDS)", p.pid, d, agentState, cpuNow(p.pid)})
 	t.Logf("svclb-agent: %s", metrics(t, http.DefaultClient, "http://"+agentHTTP+"/metrics",
@@ -128,7 +128,7 @@ func TestRSS(t *testing.T) {
 			}
 			err := getJSON("http://"+odHTTP+"/status", &st)
 			odState = fmt.Sprintf("/status cds %q, clusters %d, demanded %d", st.CDS, st.Clusters, st.Demanded)
-			return err == nil && st.CDS == "on-demand" && st.SnapshotVersion > 0 && st.Clusters == 1 // passthrough_original_dst
+			return err == nil && st.CDS == "on-demand" && st.SnapshotVersion > 0 && st.Clusters == 2 // blackhole, passthrough_original_dst
 		}, &odState)
 		rows = append(rows, row{"svclb-agent (on-demand CDS, no demand)", p.pid, d, odState, cpuNow(p.pid)})
 	}
