@@ -33,9 +33,10 @@
 //
 //	{
 //	  "node": "kind-worker", "zone": "zone-a",
+//	  "nodeAddresses": ["172.18.0.3"],     // the Node's IPv4 addresses, refused by every listener
 //	  "phase1": true, "phase2": true,      // the phases of the published snapshot
 //	  "snapshotVersion": 12,               // bumps on every published change
-//	  "clusters": 42, "endpoints": 97,     // clusters incl. passthrough_original_dst
+//	  "clusters": 42, "endpoints": 97,     // clusters incl. passthrough_original_dst and blackhole
 //	  "listeners": [{"pod": "client", "namespace": "default",
 //	                 "netns": "/var/run/netns/cni-…", "name": "capture~default~client"}],
 //	  "rangeKnown": true, "range": ["10.96.0.0/16"],
@@ -57,7 +58,10 @@
 // (malformed, external, no-service, port-not-declared, over-cap, kube-proxy),
 // svclb_ondemand_demanded, svclb_ondemand_pending (refused names the proxy keeps subscribed),
 // svclb_service_range_known (1/0), svclb_agent_settings_errors{key} (1 while the ConfigMap key's
-// value is bad; key="unknown" counts the keys the agent does not know).
+// value is bad; key="unknown" counts the keys the agent does not know),
+// svclb_node_local_refused_total (connections to node-local destinations the capture listeners'
+// cap_refused closed, from the access log svclb_node_local; each is also logged, reason
+// node-local, a burst of 20 lines then one a second).
 //
 // The apiserver's Service (contract.APIServerService) stays kube-proxy's: no svc: cluster, and
 // its ClusterIP passes through the capture listener in every phase. A Service range the agent
