@@ -59,7 +59,7 @@ func TestNodeAddressesRefused(t *testing.T) {
 			t.Errorf("%s: refused %v, want %v", what, got, want)
 		}
 		st := f.s.status.Load()
-		if got := st.NodeAddresses; !slices.Equal(got, addrs) && !(len(got) == 0 && len(addrs) == 0) {
+		if got := st.NodeAddresses; !slices.Equal(got, addrs) && (len(got) != 0 || len(addrs) != 0) {
 			t.Errorf("%s: /status nodeAddresses %v, want %v", what, got, addrs)
 		}
 	}
