@@ -45,6 +45,7 @@ type Index struct {
 	version atomic.Uint64
 	chMu    sync.Mutex
 	ch      chan struct{}
+	changes changeLog // what each recent bump changed (ChangesSince); under mu
 }
 
 // svcEntry is the indexed part of one Service. Only ports and name are read by
@@ -224,9 +225,11 @@ func (x *Index) ServicePorts() []ServicePort {
 	return out
 }
 
-// bumpLocked publishes a change. Called with mu held for writing, so versions
-// and channel closes happen in the order of the changes.
-func (x *Index) bumpLocked() {
+// bumpLocked publishes a change that touched the ClusterIPs ips (none: the
+// range moved). Called with mu held for writing, so versions and channel
+// closes happen in the order of the changes.
+func (x *Index) bumpLocked(ips ...uint32) {
+	x.changes.record(x.version.Load()+1, ips)
 	x.version.Add(1)
 	x.chMu.Lock()
 	close(x.ch)
@@ -321,7 +324,14 @@ func (x *Index) putService(key types.NamespacedName, e *svcEntry) {
 		x.claimLocked(e)
 		x.byName[key] = e
 	}
-	x.bumpLocked()
+	var ips []uint32
+	if old != nil {
+		ips = append(ips, old.ip)
+	}
+	if e != nil && (old == nil || e.ip != old.ip) {
+		ips = append(ips, e.ip)
+	}
+	x.bumpLocked(ips...)
 }
 
 // claimLocked links e into the chain of its ClusterIP, keeping name order so
