@@ -158,24 +158,39 @@ func (s *syncer) setCDSMode(m CDSMode) {
 	}
 }
 
-// demandOp is one name of a delta CDS request: subscribed or unsubscribed.
+// demandOp is one name of a delta CDS request for the next sync: a known name reserved for
+// admission, or a name unsubscribed.
 type demandOp struct {
 	name      string
 	subscribe bool
 }
 
-// ClusterDemand implements xdsserver.DemandHandler: it runs on the ADS stream goroutine, so it
-// only queues the names; sync classifies them and publishes.
-func (s *syncer) ClusterDemand(subscribe, unsubscribe []string) {
-	s.mu.Lock()
+// ClusterDemand implements xdsserver.DemandHandler: it runs on the ADS stream goroutine. Each
+// subscribed name is classified at once (intake): a known one is queued for the next sync, a
+// refused one is filed in the bounded pending set, and the names that are not kept are
+// returned, for the server to answer as not existing. Unsubscribed names are queued.
+func (s *syncer) ClusterDemand(subscribe, unsubscribe []string) (forget []string) {
+	ops := make([]demandOp, 0, len(unsubscribe))
+	d := s.demand
+	d.mu.Lock()
 	for _, n := range subscribe {
-		s.demandOps = append(s.demandOps, demandOp{name: n, subscribe: true})
+		queue, drop := s.intake(n)
+		if queue {
+			ops = append(ops, demandOp{name: n, subscribe: true})
+		}
+		if drop {
+			forget = append(forget, n)
+		}
 	}
+	d.mu.Unlock()
 	for _, n := range unsubscribe {
-		s.demandOps = append(s.demandOps, demandOp{name: n})
+		ops = append(ops, demandOp{name: n})
 	}
+	s.mu.Lock()
+	s.demandOps = append(s.demandOps, ops...)
 	s.mu.Unlock()
 	s.signal()
+	return forget
 }
 
 func unwrap(obj any) any {

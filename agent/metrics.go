@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -21,6 +22,9 @@ type metrics struct {
 	odAdmitted            prometheus.Counter
 	odRefused             *prometheus.CounterVec
 	odDemanded, odPending prometheus.Gauge
+	odForgotten           prometheus.Counter
+	odForgottenAddrs      prometheus.Gauge
+	logSuppressed         prometheus.Counter // the on-demand refusal summaries not written
 
 	settingsErrors *prometheus.GaugeVec // by ConfigMap key (settingsErrorKeys)
 }
@@ -88,6 +92,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{contract.LabelReason}),
 		odDemanded: g(contract.MetricOnDemandDemanded, "Admitted on-demand cluster names."),
 		odPending:  g(contract.MetricOnDemandPending, "Refused names remembered and admitted once they become known Service ports."),
+		odForgotten: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: contract.MetricOnDemandForgotten,
+			Help: "Refused names not remembered (malformed, outside the range, or the pending set full): answered to the proxy as not existing.",
+		}),
+		odForgottenAddrs: g(contract.MetricOnDemandForgottenAddrs, "Service-range addresses remembered for forgotten names: a Service created at one has its ports admitted."),
 		settingsErrors: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: contract.MetricSettingsErrors,
 			Help: "Per key of the agent ConfigMap, 1 while its value does not parse (the setting keeps its last good value; /status settingsErrors names it); key=\"" + contract.SettingsKeyUnknown + "\" counts the keys the agent does not know.",
@@ -97,9 +106,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range refusalReasons {
 		m.odRefused.WithLabelValues(r)
 	}
+	suppressed, err := xdsserver.SuppressedLines(reg)
+	if err != nil {
+		return nil, err
+	}
+	m.logSuppressed = suppressed.WithLabelValues(contract.LogNameOnDemandRefusal)
 	m.setSettingsErrors(nil)
 	for _, c := range []prometheus.Collector{m.version, m.clusters, m.endpoints, m.listeners, m.resources, m.push, m.programming, m.rejected,
-		m.odAdmitted, m.odRefused, m.odDemanded, m.odPending, m.rangeKnown, m.settingsErrors} {
+		m.odAdmitted, m.odRefused, m.odDemanded, m.odPending, m.odForgotten, m.odForgottenAddrs, m.rangeKnown, m.settingsErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

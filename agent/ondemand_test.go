@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,13 +34,13 @@ import (
 
 func (f *fixture) addService(svc *corev1.Service) {
 	_ = f.services.Add(svc)
-	f.index.bump()
+	f.index.bumpAt(netip.MustParseAddr(svc.Spec.ClusterIP))
 	f.s.serviceChanged(svc)
 }
 
 func (f *fixture) deleteService(svc *corev1.Service) {
 	_ = f.services.Delete(svc)
-	f.index.bump()
+	f.index.bumpAt(netip.MustParseAddr(svc.Spec.ClusterIP))
 	f.s.serviceChanged(svc)
 }
 
@@ -95,8 +96,8 @@ func TestOnDemandSyncer(t *testing.T) {
 		}
 	}
 	st := f.s.status.Load()
-	if st.CDS != CDSOnDemand || st.Demanded != 1 || st.Pending != 3 || st.Clusters != 3 {
-		t.Fatalf("status cds=%s demanded=%d pending=%d clusters=%d, want on-demand 1 3 2 (malformed names are not kept)", st.CDS, st.Demanded, st.Pending, st.Clusters)
+	if st.CDS != CDSOnDemand || st.Demanded != 1 || st.Pending != 2 || st.Clusters != 3 {
+		t.Fatalf("status cds=%s demanded=%d pending=%d clusters=%d, want on-demand 1 2 3 (malformed and external names are not kept)", st.CDS, st.Demanded, st.Pending, st.Clusters)
 	}
 	if v := testutil.ToFloat64(f.s.m.odAdmitted); v != 1 {
 		t.Errorf("admitted_total %v", v)
@@ -119,8 +120,8 @@ func TestOnDemandSyncer(t *testing.T) {
 	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{"blackhole", "passthrough_original_dst", "svc:10.96.0.10:80", "svc:10.96.0.10:81"}) {
 		t.Fatalf("pending admitted: clusters %v", got)
 	}
-	if st := f.s.status.Load(); st.Demanded != 2 || st.Pending != 2 {
-		t.Fatalf("demanded %d pending %d, want 2 2", st.Demanded, st.Pending)
+	if st := f.s.status.Load(); st.Demanded != 2 || st.Pending != 1 {
+		t.Fatalf("demanded %d pending %d, want 2 1", st.Demanded, st.Pending)
 	}
 
 	// The Service goes away: its clusters go, the names wait in pending.
@@ -129,8 +130,8 @@ func TestOnDemandSyncer(t *testing.T) {
 	if u := f.pub.last(); !slices.Equal(sorted(u.DeleteClusters), []string{"svc:10.96.0.10:80", "svc:10.96.0.10:81"}) {
 		t.Fatalf("Service gone: deleted %v", u.DeleteClusters)
 	}
-	if st := f.s.status.Load(); st.Demanded != 0 || st.Pending != 4 {
-		t.Fatalf("demanded %d pending %d, want 0 4", st.Demanded, st.Pending)
+	if st := f.s.status.Load(); st.Demanded != 0 || st.Pending != 3 {
+		t.Fatalf("demanded %d pending %d, want 0 3", st.Demanded, st.Pending)
 	}
 	f.addService(web)
 	f.sync(t)
@@ -169,8 +170,8 @@ func TestOnDemandSyncer(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc["cds"] != "on-demand" || doc["demanded"] != 1.0 || doc["pending"] != 3.0 {
-		t.Fatalf("/status cds=%v demanded=%v pending=%v, want on-demand 1 3", doc["cds"], doc["demanded"], doc["pending"])
+	if doc["cds"] != "on-demand" || doc["demanded"] != 1.0 || doc["pending"] != 2.0 || doc["forgotten"] != 0.0 {
+		t.Fatalf("/status cds=%v demanded=%v pending=%v forgotten=%v, want on-demand 1 2 0", doc["cds"], doc["demanded"], doc["pending"], doc["forgotten"])
 	}
 }
 
@@ -271,8 +272,13 @@ func TestOnDemandOverADS(t *testing.T) {
 		t.Fatalf("after unsubscribe: demanded %d pending %d", st.Demanded, st.Pending)
 	}
 
-	// A scan of 5000 unallocated addresses in the range: refused, counted, nothing published,
-	// every name pending (the proxy keeps each subscribed).
+	// A scan of 5000 unallocated addresses in the range, pending capped at 1000: refused,
+	// counted, nothing published; the first 1000 names pending, the others answered as not
+	// existing (removed_resources) and only their addresses remembered.
+	const pendingMax = 1000
+	f.s.demand.mu.Lock()
+	f.s.demand.pending.max = pendingMax
+	f.s.demand.mu.Unlock()
 	var scan []string
 	for i := range 5000 {
 		scan = append(scan, fmt.Sprintf("svc:10.96.%d.%d:80", 100+i/250, i%250+1))
@@ -281,7 +287,17 @@ func TestOnDemandOverADS(t *testing.T) {
 		c.SubscribeCluster(n)
 	}
 	adstest.Eventually(t, "5000 refusals", func() bool { return refused(contract.ReasonNoService) == 5001 })
-	adstest.Eventually(t, "the status after the scan", func() bool { return f.s.status.Load().Pending == len(scan) })
+	adstest.Eventually(t, "the status after the scan", func() bool {
+		st := f.s.status.Load()
+		return st.Pending == pendingMax && st.Forgotten == len(scan)-pendingMax
+	})
+	adstest.Eventually(t, "the forgotten names answered", func() bool {
+		return len(rec.Removed(resource.ClusterType)) >= len(scan)-pendingMax
+	})
+	if removed := rec.Removed(resource.ClusterType); slices.Contains(removed, scan[0]) || !slices.Contains(removed, scan[len(scan)-1]) {
+		t.Fatalf("removed %d names: the pending %s among them %v, the forgotten %s %v", len(removed),
+			scan[0], slices.Contains(removed, scan[0]), scan[len(scan)-1], slices.Contains(removed, scan[len(scan)-1]))
+	}
 	settle(scan[len(scan)-1])
 	if want := []string{contract.BlackholeCluster, contract.PassthroughCluster, "svc:10.96.0.11:80", "svc:10.96.0.99:80"}; !slices.Equal(rec.Names(resource.ClusterType), want) || len(rec.Seen(resource.ClusterType)) != 5 {
 		t.Fatalf("after the scan the client holds %v (ever saw %v), want %v", rec.Names(resource.ClusterType), rec.Seen(resource.ClusterType), want)
@@ -289,17 +305,21 @@ func TestOnDemandOverADS(t *testing.T) {
 	if st := f.s.status.Load(); st.Clusters != 4 || st.Demanded != 2 {
 		t.Fatalf("status after the scan: %d clusters, %d demanded", st.Clusters, st.Demanded)
 	}
-	if v := testutil.ToFloat64(f.s.m.odPending); v != float64(len(scan)) {
-		t.Fatalf("pending gauge %v, want %d", v, len(scan))
+	if v := testutil.ToFloat64(f.s.m.odPending); v != pendingMax {
+		t.Fatalf("pending gauge %v, want %d", v, pendingMax)
 	}
-	// The first name scanned (the one a set bounded at 1024, oldest evicted, forgot) gets a
-	// Service once there is room: it reaches the proxy, which never asks for it again.
+	// The first name scanned (pending) and the last (forgotten) get Services once there is
+	// room: both reach the proxy, which never asks for them again.
 	c.UnsubscribeCluster("svc:10.96.0.11:80")
+	c.UnsubscribeCluster("svc:10.96.0.99:80")
 	f.addService(svcObj("scanned", "10.96.100.1"))
 	adstest.Eventually(t, "the first scanned name's cluster", func() bool { return has(scan[0]) })
-	adstest.Eventually(t, "the status after the scanned name's Service", func() bool {
+	last, _ := contract.ParseClusterName(scan[len(scan)-1])
+	f.addService(svcObj("scanned-last", last.Addr().String()))
+	adstest.Eventually(t, "the last scanned name's cluster", func() bool { return has(scan[len(scan)-1]) })
+	adstest.Eventually(t, "the status after the scanned names' Services", func() bool {
 		st := f.s.status.Load()
-		return st.Demanded == 2 && st.Pending == len(scan)-1
+		return st.Demanded == 2 && st.Pending == pendingMax-1 && st.Forgotten == len(scan)-pendingMax-1
 	})
 	if errs := rec.StreamErrors(); len(errs) > 0 {
 		t.Fatalf("ADS stream broke: %v", errs)
@@ -415,16 +435,20 @@ func TestDemandFileThatIsNoFile(t *testing.T) {
 }
 
 // TestPendingSetKeepsOrder: names stay in arrival order, a name added again keeps its place,
-// and nothing is evicted.
+// nothing is evicted, and a full set refuses a new name.
 func TestPendingSetKeepsOrder(t *testing.T) {
-	p := newPendingSet()
+	p := newPendingSet(3)
+	a := netip.MustParseAddr("10.96.0.1")
 	for _, n := range []string{"a", "b", "c", "b"} {
-		p.add(n)
+		p.add(n, a)
+	}
+	if p.add("x", a) || p.has("x") {
+		t.Fatal("a fourth name was taken by a set of 3")
 	}
 	p.remove("a")
-	p.add("d")
-	if !slices.Equal(p.names(), []string{"b", "c", "d"}) || p.len() != 3 {
-		t.Fatalf("pending %v", p.names())
+	p.add("d", a)
+	if !slices.Equal(p.names(), []string{"b", "c", "d"}) || p.len() != 3 || !slices.Equal(p.byAddr.names(a), []string{"b", "c", "d"}) {
+		t.Fatalf("pending %v (at %s: %v)", p.names(), a, p.byAddr.names(a))
 	}
 }
 
@@ -456,7 +480,8 @@ func TestOnDemandRefusalsLogSummed(t *testing.T) {
 	if len(summed) != 3 {
 		t.Fatalf("want one line each for no-service, malformed, port-not-declared; got %d:\n%s", len(summed), buf.String())
 	}
-	for _, want := range []string{"reason=no-service count=1000", "reason=malformed count=1", "reason=port-not-declared count=1"} {
+	// Each of the 500 names is asked twice; a name already pending is not refused again.
+	for _, want := range []string{"reason=no-service count=500", "reason=malformed count=1", "reason=port-not-declared count=1"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("no %q in:\n%s", want, buf.String())
 		}

@@ -32,6 +32,9 @@ type Status struct {
 	CDS             CDSMode          `json:"cds"`
 	Demanded        int              `json:"demanded"`
 	Pending         int              `json:"pending"`
+	// Forgotten counts the Service-range addresses of refused names not kept in pending
+	// (pending full): a Service created at one is still published.
+	Forgotten int `json:"forgotten"`
 	// SettingsErrors are the agent ConfigMap's keys whose values are not in effect (bad values,
 	// unknown keys), by key; empty when every value is.
 	SettingsErrors []SettingError `json:"settingsErrors"`
@@ -70,8 +73,9 @@ func (s *syncer) handler(reg *prometheus.Registry, ready func() bool) http.Handl
 // mirror it.
 func (s *syncer) publishStatus(node translate.Node, nodeAddrs []netip.Addr, p1, p2 bool, mode CDSMode, settingsErrs []SettingError, lst []ListenerStatus, listenersBuilt bool) {
 	old := s.status.Load()
+	demanded, pending, forgotten := s.demand.counts()
 	st := &Status{Node: node.Name, Zone: node.Zone, NodeAddresses: []string{}, Phase1: p1, Phase2: p2, SnapshotVersion: s.version, Listeners: old.Listeners, Range: []string{},
-		CDS: mode, Demanded: len(s.demand.admitted), Pending: s.demand.pending.len(), SettingsErrors: settingsErrs, Enrollment: s.enroll.status()}
+		CDS: mode, Demanded: demanded, Pending: pending, Forgotten: forgotten, SettingsErrors: settingsErrs, Enrollment: s.enroll.status()}
 	if listenersBuilt {
 		st.Listeners = lst
 		if st.Listeners == nil {
@@ -99,6 +103,7 @@ func (s *syncer) publishStatus(node translate.Node, nodeAddrs []netip.Addr, p1, 
 	s.m.resources.Set(float64(len(s.set.Clusters) + len(s.set.Loads) + len(s.set.Listeners)))
 	s.m.odDemanded.Set(float64(st.Demanded))
 	s.m.odPending.Set(float64(st.Pending))
+	s.m.odForgottenAddrs.Set(float64(st.Forgotten))
 	s.m.setSettingsErrors(settingsErrs)
 }
 

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+	"github.com/aether-mesh/svclb/internal/ratelog"
 	"github.com/aether-mesh/svclb/internal/translate"
 	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
@@ -43,11 +44,11 @@ type netnsFinder interface {
 }
 
 // serviceIndex is the part of *svcindex.Index the syncer needs: the range for the listeners,
-// Lookup and Version to classify on-demand names.
+// Lookup to classify on-demand names and ChangesSince to re-check only what changed.
 type serviceIndex interface {
 	Range() ([]netip.Prefix, bool)
 	Lookup(netip.AddrPort) svcindex.Result
-	Version() uint64
+	ChangesSince(uint64) (svcindex.Changes, uint64, bool)
 }
 
 // syncer turns the informers' state into resource updates. Events only mark what is dirty;
@@ -87,7 +88,11 @@ type syncer struct {
 	endpoints map[k8stypes.NamespacedName]int
 	version   uint64
 	demand    *demand
-	rangeSaid rangeState // what was last logged about the Service range
+	// refusalGate limits the on-demand refusal lines per reason; refusalWake asks for a sync
+	// that writes what it held back (refusallog.go). Both under demand.mu.
+	refusalGate ratelog.Keyed[string]
+	refusalWake *time.Timer
+	rangeSaid   rangeState // what was last logged about the Service range
 	// When each pod whose IP more than one namespace holds was last warned about (batch.go).
 	ambiguousSaid map[k8stypes.NamespacedName]time.Time
 
@@ -108,7 +113,7 @@ func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceList
 			Listeners: map[string]*listenerv3.Listener{},
 		},
 		bySvc: map[k8stypes.NamespacedName][]string{}, owner: map[string]k8stypes.NamespacedName{},
-		endpoints: map[k8stypes.NamespacedName]int{},
+		endpoints: map[k8stypes.NamespacedName]int{}, refusalGate: ratelog.Keyed[string]{Limit: refusalLimit},
 	}
 	s.status.Store(&Status{Node: node.Name, Zone: node.Zone, NodeAddresses: []string{}, Phase1: phase1, Phase2: phase2, Listeners: []ListenerStatus{}, CDS: CDSProactive,
 		SettingsErrors: []SettingError{}})

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -67,6 +68,10 @@ type fakeIndex struct {
 	known    bool
 	services cache.Indexer // with byClusterIP
 	version  atomic.Uint64
+	lookups  atomic.Int64 // Lookup calls, for the tests that bound the re-check work
+
+	mu      sync.Mutex
+	changes [][]netip.Addr // per version from 1: the addresses it touched; nil: everything
 }
 
 const byClusterIP = "clusterIP"
@@ -77,9 +82,34 @@ func clusterIPIndex(o any) ([]string, error) {
 
 func (f *fakeIndex) Range() ([]netip.Prefix, bool) { return f.p, f.known }
 func (f *fakeIndex) Version() uint64               { return f.version.Load() }
-func (f *fakeIndex) bump()                         { f.version.Add(1) }
+
+// bump says the index changed in a way the agent must re-check in full; bumpAt that it
+// changed only at addrs (ChangesSince reports them).
+func (f *fakeIndex) bump() { f.bumpAt() }
+
+func (f *fakeIndex) bumpAt(addrs ...netip.Addr) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.changes = append(f.changes, addrs)
+	f.version.Add(1)
+}
+
+func (f *fakeIndex) ChangesSince(since uint64) (svcindex.Changes, uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.version.Load()
+	var c svcindex.Changes
+	for v := since + 1; v <= now; v++ {
+		if f.changes[v-1] == nil {
+			return svcindex.Changes{RangeMoved: true}, now, true
+		}
+		c.IPs = append(c.IPs, f.changes[v-1]...)
+	}
+	return c, now, true
+}
 
 func (f *fakeIndex) Lookup(dst netip.AddrPort) svcindex.Result {
+	f.lookups.Add(1)
 	if !f.known || !slices.ContainsFunc(f.p, func(p netip.Prefix) bool { return p.Contains(dst.Addr()) }) {
 		return svcindex.Result{Class: svcindex.External}
 	}

@@ -61,3 +61,50 @@ const (
 	// readers are the kubelet's probe, the apiserver's pod proxy and the suite, a few at a time.
 	HTTPMaxConns = 64
 )
+
+// Bounds of on-demand CDS against a scan of the Service range (docs/architecture.md,
+// "On-demand CDS mode"; docs/security.md row 4), and of the logs a pod can drive.
+const (
+	// OnDemandPendingMax caps the refused on-demand names an agent remembers (pending: each
+	// is admitted as soon as its Service port appears). A name refused while the set is full
+	// is not remembered: the agent answers the proxy that it does not exist (delta xDS
+	// removed_resources), so the proxy ends its wait at once, and remembers only its address
+	// (a bit per address of the Service range), so a Service created there later is still
+	// published on that stream.
+	OnDemandPendingMax = 4096
+
+	// RefusalLogBurst and RefusalLogPerSecond bound the refusal lines (LogRefusal) per reason
+	// and source pod: a burst, then a steady rate; what is over is counted in
+	// MetricLogSuppressed and reported in a summary line (LogSuppressed) every
+	// LogSummaryInterval. The rate is above a client's steady dial rate (the soak's is 5/s), so
+	// ordinary refusals are each logged; a scan is not.
+	RefusalLogBurst     = 50
+	RefusalLogPerSecond = 10
+	// RefusalLogTotalPerSecond bounds the refusal lines of all pods together (burst 4×).
+	RefusalLogTotalPerSecond = 50
+	// OnDemandRefusalLogEvery spaces the agent's per-reason summaries of refused on-demand
+	// names after the first OnDemandRefusalLogBurst: each line then counts every name since
+	// the last one.
+	OnDemandRefusalLogBurst = 5
+	OnDemandRefusalLogEvery = 10 * time.Second
+	// LogSummaryInterval is how often suppressed lines are summarised.
+	LogSummaryInterval = 10 * time.Second
+
+	// MetricLogSuppressed is svclb_log_lines_suppressed_total{log}: log lines not written by
+	// the rate limits above (LabelLog LogNameRefusal or LogNameOnDemandRefusal).
+	MetricLogSuppressed    = "svclb_log_lines_suppressed_total"
+	LabelLog               = "log"
+	LogNameRefusal         = "connection-refused"
+	LogNameOnDemandRefusal = "ondemand-refused"
+	// LogSuppressed is the msg of the summary line of suppressed refusal lines; its keys are
+	// LogKeyReason, LogKeySource (the pod's address, no port) and LogKeySuppressed.
+	LogSuppressed    = "refusal lines suppressed"
+	LogKeySuppressed = "suppressed"
+
+	// MetricOnDemandForgotten counts names refused while the pending set was full (or dropped
+	// from it): answered as not existing, only their address remembered.
+	MetricOnDemandForgotten = "svclb_ondemand_forgotten_total"
+	// MetricOnDemandForgottenAddrs is how many Service-range addresses are remembered for
+	// forgotten names.
+	MetricOnDemandForgottenAddrs = "svclb_ondemand_forgotten_addresses"
+)

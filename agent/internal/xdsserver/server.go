@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
@@ -48,9 +49,10 @@ func (u Update) Empty() bool {
 
 // DemandHandler receives the cluster names the node proxy subscribes to or unsubscribes from
 // on its delta CDS subscription (on-demand CDS). It runs on the ADS stream's goroutine and must
-// not block: record the names and return.
+// not block: record the names and return. It returns the subscribed names it does not keep:
+// the server answers each as not existing (removed_resources) and holds no state for it.
 type DemandHandler interface {
-	ClusterDemand(subscribe, unsubscribe []string)
+	ClusterDemand(subscribe, unsubscribe []string) (forget []string)
 }
 
 // Server is the agent's gRPC server: delta ADS and ALS.
@@ -63,6 +65,8 @@ type Server struct {
 	nodeLocal     *nodeLocal
 	nacks         prometheus.Counter
 	demand        atomic.Pointer[DemandHandler]
+	streams       cdsStreams
+	refusalLog    refusalLog
 }
 
 // SetDemandHandler routes the proxy's named CDS subscriptions to h.
@@ -90,6 +94,12 @@ func New(ctx context.Context, index Index, reg prometheus.Registerer, log *slog.
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
 	}
+	suppressed, err := SuppressedLines(reg)
+	if err != nil {
+		return nil, err
+	}
+	s.refusalLog = newRefusalLog(log, suppressed.WithLabelValues(contract.LogNameRefusal))
+	go s.refusalLog.run(ctx)
 	mux := &cache.MuxCache{
 		Classify:      func(r *cache.Request) string { return r.GetTypeUrl() },
 		ClassifyDelta: func(r *cache.DeltaRequest) string { return r.GetTypeUrl() },
@@ -103,6 +113,7 @@ func New(ctx context.Context, index Index, reg prometheus.Registerer, log *slog.
 			return nil
 		},
 		DeltaStreamClosedFunc: func(id int64, node *corev3.Node) {
+			s.streams.closed(id)
 			log.Info("xDS stream closed", "stream", id, "node", node.GetId())
 		},
 		StreamDeltaRequestFunc: func(id int64, r *discoverygrpc.DeltaDiscoveryRequest) error {
@@ -111,7 +122,7 @@ func New(ctx context.Context, index Index, reg prometheus.Registerer, log *slog.
 				log.Warn("node proxy rejected an update", "stream", id, "type", r.GetTypeUrl(), "error", r.GetErrorDetail().GetMessage())
 			}
 			if r.GetTypeUrl() == resource.ClusterType {
-				s.clusterDemand(r.GetResourceNamesSubscribe(), r.GetResourceNamesUnsubscribe())
+				s.clusterDemand(id, r)
 			}
 			return nil
 		},
@@ -120,15 +131,20 @@ func New(ctx context.Context, index Index, reg prometheus.Registerer, log *slog.
 }
 
 // clusterDemand passes the named part of a delta CDS request on; "*" is the wildcard
-// subscription itself (the xDS "explicit wildcard"), never a cluster name.
-func (s *Server) clusterDemand(sub, unsub []string) {
+// subscription itself (the xDS "explicit wildcard"), never a cluster name. The names the
+// handler does not keep are answered as not existing (forget.go).
+func (s *Server) clusterDemand(stream int64, r *discoverygrpc.DeltaDiscoveryRequest) {
+	wildcard := s.streams.request(stream, r)
 	h := s.demand.Load()
 	if h == nil {
 		return
 	}
-	sub, unsub = withoutWildcard(sub), withoutWildcard(unsub)
-	if len(sub)+len(unsub) > 0 {
-		(*h).ClusterDemand(sub, unsub)
+	sub, unsub := withoutWildcard(r.GetResourceNamesSubscribe()), withoutWildcard(r.GetResourceNamesUnsubscribe())
+	if len(sub)+len(unsub) == 0 {
+		return
+	}
+	if forget := (*h).ClusterDemand(sub, unsub); len(forget) > 0 {
+		s.forget(stream, r, wildcard, forget)
 	}
 }
 
@@ -233,6 +249,9 @@ func (s *Server) Classify(e *accesslogdatav3.TCPAccessLogEntry) (r Refusal, ok b
 
 func (s *Server) record(r Refusal) {
 	s.refused.WithLabelValues(r.Reason, r.Service.Namespace, r.Service.Name).Inc()
+	if !s.refusalLog.allow(r, time.Now()) {
+		return
+	}
 	s.log.Info(contract.LogRefusal, contract.LogKeyReason, r.Reason, contract.LogKeyNamespace, r.Service.Namespace,
 		contract.LogKeyService, r.Service.Name, contract.LogKeyDestination, r.Destination.String(), contract.LogKeySource, r.Source.String(),
 		contract.LogKeyFlag, r.Flag, contract.LogKeyCluster, r.Cluster)

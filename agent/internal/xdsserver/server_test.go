@@ -278,13 +278,21 @@ type demandLog struct {
 	uns  []string
 	n    int
 	call chan struct{}
+	// forget are the names the handler does not keep.
+	forget map[string]bool
 }
 
-func (d *demandLog) ClusterDemand(sub, unsub []string) {
+func (d *demandLog) ClusterDemand(sub, unsub []string) (forget []string) {
 	d.mu.Lock()
 	d.sub, d.uns, d.n = append(d.sub, sub...), append(d.uns, unsub...), d.n+1
+	for _, n := range sub {
+		if d.forget[n] {
+			forget = append(forget, n)
+		}
+	}
 	d.mu.Unlock()
 	d.call <- struct{}{}
+	return forget
 }
 
 // TestClusterDemand: named CDS subscriptions reach the DemandHandler without "*", ACKs and other
@@ -355,5 +363,59 @@ func TestClusterDemand(t *testing.T) {
 	case <-d.call:
 		t.Fatal("ACKs or EDS requests reached the handler")
 	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// TestForgottenNamesAnsweredRemoved: a name the handler does not keep is answered at once in
+// removed_resources on a wildcard stream, go-control-plane keeps no state for it, and a cluster
+// published later under that name still reaches the proxy through the wildcard. Without a
+// wildcard nothing is answered (it could not be delivered later).
+func TestForgottenNamesAnsweredRemoved(t *testing.T) {
+	s, conn, _ := start(t, testIndex())
+	d := &demandLog{call: make(chan struct{}, 16), forget: map[string]bool{"svc:10.96.0.99:80": true, "svc:10.96.0.98:80": true}}
+	s.SetDemandHandler(d)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, ch := openADS(t, ctx, conn)
+	send := func(r *discoverygrpc.DeltaDiscoveryRequest) {
+		t.Helper()
+		if err := st.Send(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cds := func() *discoverygrpc.DeltaDiscoveryResponse {
+		t.Helper()
+		for {
+			r := recv(t, st, ch, resource.ClusterType, 5*time.Second)
+			if r == nil || len(r.Resources)+len(r.RemovedResources) > 0 {
+				return r
+			}
+		}
+	}
+	send(&discoverygrpc.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "svclb-node~node-a"}, TypeUrl: resource.ClusterType})
+	if r := recv(t, st, ch, resource.ClusterType, 5*time.Second); r == nil {
+		t.Fatal("no first wildcard response")
+	}
+	send(&discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, ResourceNamesSubscribe: []string{"*", "svc:10.96.0.10:80", "svc:10.96.0.99:80"}})
+	r := cds()
+	if r == nil || !slices.Equal(r.RemovedResources, []string{"svc:10.96.0.99:80"}) || len(r.Resources) != 0 {
+		t.Fatalf("forgotten name: response %v, want it removed", r)
+	}
+	// Published later (a Service created at that address): delivered.
+	if err := s.Apply(Update{Clusters: map[string]types.Resource{"svc:10.96.0.99:80": &clusterv3.Cluster{Name: "svc:10.96.0.99:80"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := cds(); !slices.Equal(names(r), []string{"svc:10.96.0.99:80"}) {
+		t.Fatalf("cluster at a forgotten name: %v", names(r))
+	}
+
+	// A stream whose first request names clusters without "*" is not wildcard: left alone.
+	st2, ch2 := openADS(t, ctx, conn)
+	if err := st2.Send(&discoverygrpc.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "svclb-node~node-a"}, TypeUrl: resource.ClusterType,
+		ResourceNamesSubscribe: []string{"svc:10.96.0.98:80"}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := recv(t, st2, ch2, resource.ClusterType, 300*time.Millisecond); r != nil && len(r.RemovedResources) > 0 {
+		t.Fatalf("non-wildcard stream answered removed %v", r.RemovedResources)
 	}
 }
