@@ -44,6 +44,9 @@ var legOrder = []string{
 	"range-grows",
 	"on-demand",
 	"enroll",
+	// Last: hostile-scan fills a node's pending set and its proxy's subscriptions, which
+	// only a restart of that node's pod empties.
+	"hostile-scan",
 }
 
 // inLegOrder returns the defined legs in the order of order. Every leg must
