@@ -22,7 +22,9 @@
 // (tcp_proxy on_demand over ADS), each classified with the Service index and admitted only if
 // it is a known Service port, up to Config.OnDemandMax. Config.CDSMode is the default until
 // the ConfigMap key "cds" ("proactive" or "on-demand") says otherwise. Refused names wait,
-// bounded, and are admitted once their Service appears. The admitted names persist in
+// at most contract.OnDemandPendingMax of them, and are admitted once their Service appears;
+// one over the bound is answered to the proxy as not existing and only its address is kept,
+// so a Service created there later is still published (pending.go). The admitted names persist in
 // Config.DemandFile and are restored before the first snapshot. docs/architecture.md,
 // "On-demand CDS mode", is the contract.
 //
@@ -42,6 +44,7 @@
 //	  "rangeKnown": true, "range": ["10.96.0.0/16"],
 //	  "cds": "on-demand",                  // the CDS mode of the published snapshot
 //	  "demanded": 3, "pending": 0,         // admitted on-demand names; refused names remembered
+//	  "forgotten": 0,                      // addresses of refused names not remembered (pending full)
 //	  "settingsErrors": [{"key": "phase1", "value": "\"off\"", "kept": "false",
 //	                      "reason": "want \"true\" or \"false\""}]  // [] when the ConfigMap is good
 //	}
@@ -57,6 +60,9 @@
 // svclb_xds_nacks_total, svclb_ondemand_admitted_total, svclb_ondemand_refused_total{reason}
 // (malformed, external, no-service, port-not-declared, over-cap, kube-proxy),
 // svclb_ondemand_demanded, svclb_ondemand_pending (refused names the proxy keeps subscribed),
+// svclb_ondemand_forgotten_total and svclb_ondemand_forgotten_addresses (names over the pending
+// bound, answered as not existing), svclb_log_lines_suppressed_total{log} (refusal lines held
+// back by their rate limits, summarised instead),
 // svclb_service_range_known (1/0), svclb_agent_settings_errors{key} (1 while the ConfigMap key's
 // value is bad; key="unknown" counts the keys the agent does not know),
 // svclb_node_local_refused_total (connections to node-local destinations the capture listeners'

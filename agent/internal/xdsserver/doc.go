@@ -15,5 +15,10 @@
 // On-demand CDS: the names a delta CDS request subscribes or unsubscribes (the wildcard "*"
 // aside) go to the DemandHandler; the agent decides what to publish. go-control-plane keeps a
 // legacy wildcard subscription wildcard when names are added later, so an admitted cluster
-// reaches the proxy through that subscription and a refused one simply never arrives.
+// reaches the proxy through that subscription and a refused one simply never arrives. A name
+// the handler does not keep is answered at once in removed_resources and go-control-plane keeps
+// nothing of it (forget.go).
+//
+// Refusal lines (one per refused connection) are rate-limited per reason and source pod and in
+// all; the rest are counted and summarised (refusallog.go).
 package xdsserver
