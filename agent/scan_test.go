@@ -1,13 +1,27 @@
 package agent
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/netip"
 	"runtime"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+	"github.com/aether-mesh/svclb/internal/adsclient"
+	"github.com/aether-mesh/svclb/internal/testing/adstest"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -117,5 +131,70 @@ func BenchmarkOnDemandIntake(b *testing.B) {
 	for i := 0; i < len(names); i += 4096 {
 		f.s.ClusterDemand(names[i:min(i+4096, len(names))], nil)
 		f.sync(b)
+	}
+}
+
+// TestOnDemandScanOverADS: a scan far over the pending bound through the real xDS server and
+// the built-in proxy's client, asked for from many connections at once: every name reaches
+// the agent (the stream keeps flowing while the agent answers the forgotten names), the
+// client is told each forgotten name is removed, and a Service created afterwards at the last
+// address scanned reaches it.
+func TestOnDemandScanOverADS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("scans 60,000 names")
+	}
+	f := newFixture(t)
+	f.s.configureDemand(CDSOnDemand, DefaultOnDemandMax, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, err := xdsserver.New(ctx, f.index, f.reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetDemandHandler(f.s)
+	f.s.pub = srv
+	f.sync(t)
+	sock := serveXDS(t, srv)
+	never := make(chan struct{})
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		f.s.loop(ctx, func() <-chan struct{} { return never }, 5*time.Millisecond)
+	}()
+	defer func() { cancel(); <-loopDone }()
+	rec := adstest.NewRecorder()
+	c := &adsclient.Client{Node: &corev3.Node{Id: contract.NodeID("node-a"), Cluster: contract.NodeCluster}, Handler: rec, StreamEnded: rec.StreamEnded}
+	adstest.Start(ctx, t, sock, c)
+	adstest.Eventually(t, "the wildcard's first response", func() bool { return rec.Has(resource.ClusterType, contract.PassthroughCluster) })
+
+	const n = 60000
+	names := make([]string, n)
+	for i := range names {
+		names[i] = contract.ClusterName(netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), uint16(9000+i/65536))
+	}
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			for i := g; i < n; i += 64 {
+				c.SubscribeCluster(names[i])
+			}
+		})
+	}
+	wg.Wait()
+	refused := func() float64 { return testutil.ToFloat64(f.s.m.odRefused.WithLabelValues(contract.ReasonNoService)) }
+	gomega.NewWithT(t).Eventually(refused).WithTimeout(60*time.Second).WithPolling(50*time.Millisecond).
+		Should(gomega.BeNumerically("==", n), "names the agent saw")
+	gomega.NewWithT(t).Eventually(func() int { return len(rec.Removed(resource.ClusterType)) }).WithTimeout(60*time.Second).
+		WithPolling(50*time.Millisecond).Should(gomega.BeNumerically(">=", n-contract.OnDemandPendingMax), "names answered removed")
+	if st := f.s.status.Load(); st.Pending != contract.OnDemandPendingMax {
+		t.Fatalf("pending %d, want %d", st.Pending, contract.OnDemandPendingMax)
+	}
+	last := names[n-1]
+	ap, _ := contract.ParseClusterName(last)
+	f.addService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "late"}, Spec: corev1.ServiceSpec{
+		ClusterIP: ap.Addr().String(), ClusterIPs: []string{ap.Addr().String()}, Ports: []corev1.ServicePort{{Name: "p", Port: int32(ap.Port()), Protocol: corev1.ProtocolTCP}}}})
+	adstest.Eventually(t, "the last scanned name's cluster", func() bool { return rec.Has(resource.ClusterType, last) })
+	if errs := rec.StreamErrors(); len(errs) > 0 {
+		t.Fatalf("ADS stream broke: %v", errs)
 	}
 }
