@@ -38,7 +38,7 @@ const (
 	hostileScanDialTimeout = 300 * time.Millisecond
 	// hostileScanRSS bounds the agent's resident memory after the scan (it holds at most
 	// contract.OnDemandPendingMax names and a bit per address of the range).
-	hostileScanRSS = 256 << 20
+	hostileScanRSS = 128 << 20
 	// hostileScanServedWithin bounds the wait for the Service created after the scan.
 	hostileScanServedWithin = 15 * time.Second
 	// hostileScanSummaryWithin bounds the wait for the refusal log's summary line.
