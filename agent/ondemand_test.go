@@ -487,3 +487,29 @@ func TestOnDemandRefusalsLogSummed(t *testing.T) {
 		}
 	}
 }
+
+// A scan that lasts many syncs writes the first summaries and then holds the rest back (one per
+// reason every contract.OnDemandRefusalLogEvery), counting what it holds back.
+func TestOnDemandRefusalsLogRateLimited(t *testing.T) {
+	f := newFixture(t)
+	var buf bytes.Buffer
+	f.s.log = slog.New(slog.NewTextHandler(&buf, nil))
+	f.s.configureDemand(CDSOnDemand, DefaultOnDemandMax, "")
+	f.sync(t)
+	const syncs = 40
+	for i := range syncs {
+		var names []string
+		for j := range 10 {
+			names = append(names, fmt.Sprintf("svc:10.96.%d.%d:80", 1+i, 1+j))
+		}
+		f.s.ClusterDemand(names, nil)
+		f.sync(t)
+	}
+	lines := strings.Count(buf.String(), "on-demand cluster names refused")
+	if lines > contract.OnDemandRefusalLogBurst {
+		t.Fatalf("%d syncs of refusals wrote %d summary lines, want at most %d:\n%s", syncs, lines, contract.OnDemandRefusalLogBurst, buf.String())
+	}
+	if got := testutil.ToFloat64(f.s.m.logSuppressed); got != float64(syncs-lines) {
+		t.Fatalf("suppressed summaries counted %v, want %d", got, syncs-lines)
+	}
+}
