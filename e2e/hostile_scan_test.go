@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	svclbagent "github.com/aether-mesh/svclb/agent"
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
@@ -75,7 +78,8 @@ var _ = defineLeg(leg[*hostileScanWorkload]{
 	exercises: "agent/pending.go, admission.go (the pending bound, forgotten addresses, re-checks by address), agent/internal/xdsserver/forget.go " +
 		"(names answered removed), refusallog.go and internal/ratelog (refusal lines rate-limited), pkg/svcindex ChangesSince, nodeproxy/ondemand.go (Missing)",
 	setup: fmt.Sprintf("%d dials at once, %s each, from one meshed client; then a Service at a scanned address; red with the Phase flags off "+
-		"(the scan passes through to kube-proxy, which drops unallocated ClusterIPs on the node), green with them on and cds=on-demand",
+		"(the scan passes through to kube-proxy, which drops unallocated ClusterIPs on the node), green with them on and cds=on-demand; "+
+		"after each run the scanning node's DaemonSet pod is replaced, so what the scan left in its agent and proxy goes",
 		hostileScanParallel, hostileScanDialTimeout),
 	redExpect: "same as green (control leg): the agent keeps nothing of a scan it does not see, and kube-proxy serves the new Service",
 	greenMeans: fmt.Sprintf("on the scanning node the agent's pending names stay at or under %d during and after the scan (/status, %s), its RSS stays under %d MiB; "+
@@ -201,16 +205,22 @@ func (w *hostileScanWorkload) scan(ctx context.Context, hosts int, ports []uint1
 func measureHostileScan(ctx context.Context, w *hostileScanWorkload, run *evidence.Run) {
 	node := w.scanner.Spec.NodeName
 	fail := func(err error) { run.Error = err.Error() }
-	defer func() {
-		if err := suite.cluster.DeleteService(context.WithoutCancel(ctx), suite.legsNS, hostileScanService, time.Minute); err != nil {
-			run.Notes = append(run.Notes, "cleanup: "+err.Error())
-		}
-	}()
 	agentPod, err := agent.PodOn(ctx, suite.cluster, node)
 	if err != nil {
 		fail(err)
 		return
 	}
+	defer func() {
+		ctx := context.WithoutCancel(ctx)
+		if err := suite.cluster.DeleteService(ctx, suite.legsNS, hostileScanService, time.Minute); err != nil {
+			run.Notes = append(run.Notes, "cleanup: "+err.Error())
+		}
+		// The scan stays in the node's agent (pending full) and proxy (every name subscribed)
+		// until they restart: the next run, and the legs after, start from a new pod.
+		if err := restartNodePod(ctx, node, agentPod, w.scanner); err != nil && run.Error == "" {
+			run.Error = "restarting the node pod after the scan: " + err.Error()
+		}
+	}()
 	before, err := readHostileScan(ctx, agentPod, node)
 	if err != nil {
 		fail(err)
@@ -355,4 +365,41 @@ func scanLogLines(ctx context.Context, agentPod, podIP string, since time.Time, 
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// restartNodePod replaces the node DaemonSet's pod on node and waits until the new agent
+// serves the scanner's capture listener and the proxy answers.
+func restartNodePod(ctx context.Context, node, oldPod string, scanner *corev1.Pod) error {
+	if err := beforeNodeRestart(ctx, node); err != nil {
+		return err
+	}
+	if err := suite.cluster.CS.CoreV1().Pods(contract.Namespace).Delete(ctx, oldPod, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("delete %s: %w", oldPod, err)
+	}
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pod, err := agent.PodOn(ctx, suite.cluster, node)
+		if err != nil || pod == oldPod {
+			last = fmt.Sprintf("no new %s pod on %s yet", contract.NodeDaemonSet, node)
+			return false, nil
+		}
+		st, err := agent.Status(ctx, suite.cluster, pod)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if !slices.ContainsFunc(st.Listeners, func(l svclbagent.ListenerStatus) bool { return l.Pod == scanner.Name && l.Namespace == scanner.Namespace }) {
+			last = fmt.Sprintf("agent %s has no listener for %s yet", pod, scanner.Name)
+			return false, nil
+		}
+		if _, err := proxy.Stats(ctx, suite.cluster, node); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, last)
+	}
+	return nil
 }

@@ -44,8 +44,8 @@ var legOrder = []string{
 	"range-grows",
 	"on-demand",
 	"enroll",
-	// Last: hostile-scan fills a node's pending set and its proxy's subscriptions, which
-	// only a restart of that node's pod empties.
+	// Last: hostile-scan fills a node's pending set and its proxy's subscriptions (it
+	// restarts that node's pod after each run to empty them).
 	"hostile-scan",
 }
 
