@@ -388,7 +388,9 @@ func restartNodePod(ctx context.Context, node, oldPod string, scanner *corev1.Po
 			last = err.Error()
 			return false, nil
 		}
-		if !slices.ContainsFunc(st.Listeners, func(l svclbagent.ListenerStatus) bool { return l.Pod == scanner.Name && l.Namespace == scanner.Namespace }) {
+		if !slices.ContainsFunc(st.Listeners, func(l svclbagent.ListenerStatus) bool {
+			return l.Pod == scanner.Name && l.Namespace == scanner.Namespace
+		}) {
 			last = fmt.Sprintf("agent %s has no listener for %s yet", pod, scanner.Name)
 			return false, nil
 		}
