@@ -98,7 +98,9 @@ const (
 	LogNameOnDemandRefusal = "ondemand-refused"
 	// LogSuppressed is the msg of the summary line of suppressed refusal lines; its keys are
 	// LogKeyReason, LogKeySource (the pod's address, no port) and LogKeySuppressed.
-	LogSuppressed    = "refusal lines suppressed"
+	LogSuppressed = "refusal lines suppressed"
+	// LogKeySuppressed counts the refusals not logged since the last line (this summary, and
+	// the node-local refusal line).
 	LogKeySuppressed = "suppressed"
 
 	// MetricOnDemandForgotten counts names refused while the pending set was full (or dropped

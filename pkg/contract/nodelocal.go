@@ -28,8 +28,6 @@ const (
 	ReasonNodeLocal = "node-local"
 	// LogKeyPod is the refusal log line's pod (namespace/name) for ReasonNodeLocal.
 	LogKeyPod = "pod"
-	// LogKeySuppressed counts the node-local refusals not logged since the last line.
-	LogKeySuppressed = "suppressed"
 	// MetricNodeLocalRefused is svclb_node_local_refused_total: connections to node-local
 	// destinations the node proxy refused.
 	MetricNodeLocalRefused = "svclb_node_local_refused_total"
