@@ -320,7 +320,10 @@ func measureHostileScan(ctx context.Context, w *hostileScanWorkload, run *eviden
 	if watchErr != nil {
 		run.Notes = append(run.Notes, "reading the agent during the scan: "+watchErr.Error())
 	}
-	run.MetGreen = maxPending <= contract.OnDemandPendingMax && maxRSS < hostileScanRSS && served >= 0 && served <= hostileScanServedWithin && logOK
+	// A scan the agent could not be read during proves no bound.
+	run.MetGreen = watchErr == nil && maxPending <= contract.OnDemandPendingMax && maxRSS < hostileScanRSS && served >= 0 && served <= hostileScanServedWithin && logOK
+	// A control leg: red must hold what green holds.
+	run.MetRed = run.MetGreen
 	run.Summary = fmt.Sprintf("scan of %d names in %s (wide %v, deep %v); on %s: pending max %d (cap %d), forgotten addresses %d, demanded %d; agent RSS %.0f → %.0f MiB (max %.0f), heap %.0f MiB; "+
 		"proxy on_demand missing %+d, timeout %+d; %s at a scanned address replied %s after its creation; refusals %+.0f, lines by reason %v (allowed %d each), suppressed %+.0f, summaries %d",
 		w.names(), scanTook.Round(time.Second), wide, deep, node, maxPending, contract.OnDemandPendingMax, after.status.Forgotten, after.status.Demanded,
