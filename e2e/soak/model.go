@@ -93,7 +93,8 @@ type Window struct {
 	// node loss stopped, when it stopped.
 	Lost map[string][]string `json:"lost,omitempty"`
 	// Drained is, per "<node> <target>", from when that node's proxy held
-	// none of the target's lost endpoints (a node loss).
+	// none of the target's lost endpoints that no pod of the target served
+	// again (a node loss: a pod back at its old address is live).
 	Drained map[string]time.Time `json:"drained,omitempty"`
 	// Steps are the fault's own instants, in order.
 	Steps []Step `json:"steps,omitempty"`

@@ -318,8 +318,8 @@ func (nodeLoss) Run(ctx context.Context, r *runner, w *Window, _ int) error {
 	for _, t := range drained {
 		late = max(late, t.Sub(loss.Stop))
 	}
-	w.notef("down %s (held %s after the stop returned); node Ready %s after docker start, a client there answered within %.0f s; the other proxies held none of its old endpoints %.1f s after the stop at the latest; lost backends %v",
-		loss.Down().Round(100*time.Millisecond), r.cfg.NodeHold, loss.Ready.Sub(loss.Start).Round(100*time.Millisecond), answered.Seconds(), late.Seconds(), formatLost(lost))
+	w.notef("down %s (held %s after the stop returned); node Ready %s after docker start, a client there answered within %.0f s; the other proxies held none of its dead endpoints %.1f s after the stop at the latest (%d came back at their old address); lost backends %v",
+		loss.Down().Round(100*time.Millisecond), r.cfg.NodeHold, loss.Ready.Sub(loss.Start).Round(100*time.Millisecond), answered.Seconds(), late.Seconds(), d.backCount, formatLost(lost))
 	return nil
 }
 
@@ -485,20 +485,30 @@ func (r *runner) soakServices() []*corev1.Service {
 }
 
 // drainWatch follows, on every other worker's proxy, each target's lost
-// endpoints until the proxy holds none: from when it held none (and held
-// none since) an attempt there cannot have gone to the lost node.
+// endpoints until the proxy holds none that is dead: from then on (and held
+// none since) an attempt there cannot have gone to the lost node's old
+// sandboxes. A lost address the proxy still holds is not dead when a pod of
+// the same target serves it again: Ready, its container started after the
+// stop. A loss shorter than the node-monitor grace period leaves the lost
+// pods Ready in the API, so their endpoints may never leave the slices, and
+// the node's IPAM may hand each pod its old address back; the proxy then
+// holds the lost address throughout and is right to.
 type drainWatch struct {
 	r       *runner
 	others  []string
 	addrs   map[string][]string // target → lost endpoints
 	cluster map[string]string   // target → its svc: cluster
+	since   time.Time           // the stop, or just before it
 	mu      sync.Mutex
-	drained map[string]time.Time // "<node> <target>"
+	drain   drainState
 	last    string
+	// backCount is, once wait returned, how many lost endpoints came back
+	// at their old address while a proxy held them.
+	backCount int
 }
 
 func newDrainWatch(r *runner, node string, addrs map[string][]string) *drainWatch {
-	d := &drainWatch{r: r, addrs: addrs, cluster: map[string]string{}, drained: map[string]time.Time{}}
+	d := &drainWatch{r: r, addrs: addrs, cluster: map[string]string{}, since: time.Now(), drain: drainState{drained: map[string]time.Time{}}}
 	for _, n := range r.c.Workers() {
 		if n.Name != node {
 			d.others = append(d.others, n.Name)
@@ -516,45 +526,122 @@ func (d *drainWatch) watch(ctx context.Context) {
 	for ctx.Err() == nil {
 		for _, n := range d.others {
 			eps, err := proxy.Endpoints(ctx, d.r.c, n)
-			now := time.Now()
-			d.mu.Lock()
 			if err != nil {
-				d.last = err.Error()
-				d.mu.Unlock()
+				d.setLast(err.Error())
 				continue
 			}
+			// The pods are read after the proxy: an address the proxy held
+			// before its pod was Ready again is judged by the later state,
+			// which can only make a sample count as drained that a moment
+			// earlier was not, and the next sample reads it again.
 			for t, lost := range d.addrs {
-				k := n + " " + t
-				held := slices.ContainsFunc(eps[d.cluster[t]], func(a netip.AddrPort) bool { return slices.Contains(lost, a.String()) })
-				_, seen := d.drained[k]
-				switch {
-				case held:
-					delete(d.drained, k)
-					d.last = "the proxy on " + n + " holds a lost endpoint of " + t
-				case !seen:
-					d.drained[k] = now
+				revived, err := d.revived(ctx, t)
+				if err != nil {
+					d.setLast(err.Error())
+					continue
 				}
+				d.mu.Lock()
+				if dead := d.drain.observe(time.Now(), n+" "+t, eps[d.cluster[t]], lost, revived); len(dead) > 0 {
+					d.last = fmt.Sprintf("the proxy on %s holds lost endpoints of %s that no pod serves again: %v", n, t, dead)
+				}
+				d.mu.Unlock()
 			}
-			d.mu.Unlock()
 		}
 		sleepCtx(ctx, 500*time.Millisecond)
 	}
 }
 
-// wait waits until every other worker's proxy holds none of the lost
-// endpoints and returns from when each did.
+func (d *drainWatch) setLast(s string) {
+	d.mu.Lock()
+	d.last = s
+	d.mu.Unlock()
+}
+
+// revived are target's endpoints served again since the stop: a pod of the
+// target, Ready, whose echo container started after it.
+func (d *drainWatch) revived(ctx context.Context, target string) (map[string]bool, error) {
+	pods, err := d.r.livePods(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.PodIP == "" || !cluster.PodReady(p) || !startedAfter(p, d.since) {
+			continue
+		}
+		out[net.JoinHostPort(p.Status.PodIP, strconv.Itoa(workload.EchoPort))] = true
+	}
+	return out, nil
+}
+
+// startedAfter: every container of p is running and started after t.
+func startedAfter(p *corev1.Pod, t time.Time) bool {
+	if len(p.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, s := range p.Status.ContainerStatuses {
+		if s.State.Running == nil || !s.State.Running.StartedAt.After(t) {
+			return false
+		}
+	}
+	return true
+}
+
+// drainState is the drain watch's bookkeeping, by "<node> <target>": from
+// when that proxy held no dead lost endpoint, and held none since.
+type drainState struct {
+	drained map[string]time.Time
+	// back are the lost endpoints a proxy held while a pod served them
+	// again: those that came back at their old address.
+	back map[string]bool
+}
+
+// observe takes one sample of what a proxy held for a target and returns
+// the dead lost endpoints it held (none: drained, from now or earlier).
+func (s *drainState) observe(now time.Time, key string, held []netip.AddrPort, lost []string, revived map[string]bool) []string {
+	var dead []string
+	for _, a := range held {
+		switch {
+		case !slices.Contains(lost, a.String()):
+		case revived[a.String()]:
+			if s.back == nil {
+				s.back = map[string]bool{}
+			}
+			s.back[a.String()] = true
+		default:
+			dead = append(dead, a.String())
+		}
+	}
+	if len(dead) > 0 {
+		delete(s.drained, key)
+		return dead
+	}
+	if _, seen := s.drained[key]; !seen {
+		s.drained[key] = now
+	}
+	return nil
+}
+
+// wait waits until every other worker's proxy holds no dead lost endpoint
+// and returns from when each did.
 func (d *drainWatch) wait(ctx context.Context) (map[string]time.Time, error) {
+	defer func() {
+		d.mu.Lock()
+		d.backCount = len(d.drain.back)
+		d.mu.Unlock()
+	}()
 	want := len(d.others) * len(d.addrs)
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		return len(d.drained) == want, nil
+		return len(d.drain.drained) == want, nil
 	})
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := maps.Clone(d.drained)
+	out := maps.Clone(d.drain.drained)
 	if err != nil {
-		return out, fmt.Errorf("the other workers' proxies still hold endpoints of the lost node: %w (%s)", err, d.last)
+		return out, fmt.Errorf("the other workers' proxies still hold dead endpoints of the lost node: %w (%s)", err, d.last)
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +133,34 @@ func TestNodeLossRecovery(t *testing.T) {
 	Analyze(r)
 	if r.Verdict.Pass || !strings.Contains(strings.Join(r.Verdict.Reasons, "\n"), "node loss: load-w2 answered again") {
 		t.Errorf("reasons %q: want the recovery's bound broken", r.Verdict.Reasons)
+	}
+}
+
+// A lost address the proxy keeps is drained once a pod of the target
+// serves it again (a short loss: the slices never dropped it and the node's
+// IPAM gave the pod its old address back); one that nobody serves is not.
+func TestDrainStateRevived(t *testing.T) {
+	const lostAddr, other = "10.244.2.2:8080", "10.244.1.3:8080"
+	held := []netip.AddrPort{netip.MustParseAddrPort(lostAddr), netip.MustParseAddrPort(other)}
+	lost := []string{lostAddr}
+	s := drainState{drained: map[string]time.Time{}}
+	if dead := s.observe(at(1), "w1 steady", held, lost, nil); len(dead) != 1 || dead[0] != lostAddr {
+		t.Fatalf("held lost %s, nobody serving it: dead %v, want [%s]", lostAddr, dead, lostAddr)
+	}
+	if _, ok := s.drained["w1 steady"]; ok {
+		t.Fatal("drained while a dead lost endpoint is held")
+	}
+	if dead := s.observe(at(2), "w1 steady", held, lost, map[string]bool{lostAddr: true}); len(dead) != 0 {
+		t.Fatalf("held lost %s, served again by its pod: dead %v, want none", lostAddr, dead)
+	}
+	if got := s.drained["w1 steady"]; !got.Equal(at(2)) {
+		t.Fatalf("drained at %v, want %v (the first sample with its pod back)", got, at(2))
+	}
+	// Served again, then dead again (the pod lost once more): not drained,
+	// and drained anew from the next clean sample.
+	s.observe(at(3), "w1 steady", held, lost, nil)
+	s.observe(at(4), "w1 steady", held[1:], lost, nil)
+	if got := s.drained["w1 steady"]; !got.Equal(at(4)) {
+		t.Fatalf("drained at %v, want %v", got, at(4))
 	}
 }
