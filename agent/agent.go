@@ -141,6 +141,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	factory := informers.NewSharedInformerFactory(client, 0)
+	// What kube-proxy does not serve (another proxy's, headless by label) the agent does not either.
+	svcindex.ProxiedOnly(factory)
 	idx, err := svcindex.New(factory, dyn, disco, svcindex.Options{RangeOverride: cfg.RangeOverride, Logger: log})
 	if err != nil {
 		return fmt.Errorf("service index: %w", err)

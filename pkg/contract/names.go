@@ -29,6 +29,10 @@ const (
 	// kube-proxy's objects for it, and keep them cut.
 	KubeProxyLabel = "svclb.dev/kube-proxy"
 	KubeProxyCut   = "deleted"
+	// ServiceProxyNameLabel on a Service hands it to another proxy: kube-proxy
+	// and the agent leave it alone (k8s.io/kubernetes/pkg/proxy/apis,
+	// LabelServiceProxyName; not in k8s.io/api).
+	ServiceProxyNameLabel = "service.kubernetes.io/service-proxy-name"
 	// ProxyAnnotation on the node pods names the node proxy that runs
 	// ("envoy" or "builtin").
 	ProxyAnnotation = "svclb.dev/proxy"
