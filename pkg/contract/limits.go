@@ -72,6 +72,16 @@ const (
 	// (a bit per address of the Service range), so a Service created there later is still
 	// published on that stream.
 	OnDemandPendingMax = 4096
+	// ProxyOnDemandAbsentMax caps the on-demand names the built-in proxy keeps subscribed after
+	// the agent answered them as not existing (internal/adsclient onDemand; Envoy has no such
+	// bound and keeps every name). Past it the one dialled least recently is unsubscribed; a
+	// name with a cluster, or not answered yet, never is. Keeping an absent name only spares
+	// its next dial a discovery when its Service appears later, which a node's pods need for
+	// a few misconfigured or not-yet-created Services, not thousands. With the agent's pending
+	// bound (the names it leaves unanswered), a proxy keeps at most 2 × 4096 names without a
+	// cluster: about 200 KiB of a reconnect's subscription (25-byte names) and about 1 MiB of
+	// the proxy's heap, whatever a scan dials.
+	ProxyOnDemandAbsentMax = 4096
 
 	// RefusalLogBurst and RefusalLogPerSecond bound the refusal lines (LogRefusal) per reason
 	// and source pod: a burst, then a steady rate; what is over is counted in
