@@ -16,8 +16,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// ConnectTimeout bounds an upstream connect; outlier detection ejects a host after
-// localOriginFailures of them in a row.
+// ConnectTimeout bounds an upstream connect of the clusters that are not a Service's
+// (passthrough_original_dst, blackhole): Envoy's default. A svc: cluster's is
+// contract.SvcConnectTimeout.
 const ConnectTimeout = 5 * time.Second
 
 // Port is one IPv4 TCP port of a Service's cluster IP: one svc: cluster.
@@ -100,7 +101,8 @@ func Cluster(name, statName string, clientIPAffinity bool) *clusterv3.Cluster {
 			ResourceApiVersion:    corev3.ApiVersion_V3,
 			ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
 		}},
-		ConnectTimeout: durationpb.New(ConnectTimeout),
+		// Why 2 s, against kube-proxy's SYN schedule: pkg/contract SvcConnectTimeout.
+		ConnectTimeout: durationpb.New(contract.SvcConnectTimeout),
 		LbPolicy:       clusterv3.Cluster_ROUND_ROBIN,
 		// kube-proxy has no panic mode: with no healthy host a connection is refused (UH).
 		CommonLbConfig:   &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}},
@@ -112,8 +114,9 @@ func Cluster(name, statName string, clientIPAffinity bool) *clusterv3.Cluster {
 	return c
 }
 
-// outlierDetection ejects a host after localOriginFailures failed connects in a row
-// (tcp_proxy reports a failed upstream connect as a local-origin error), and only on them.
+// outlierDetection ejects a host after contract.OutlierConsecutiveFailures failed connect
+// attempts in a row (tcp_proxy reports every failed attempt, retried or not, as a local-origin
+// error), and only on them.
 //
 // max_ejection_percent 99 and no always_eject_one_host: Envoy ejects while
 // 100 × (ejected+1) / hosts <= max_ejection_percent (source/common/upstream/outlier_detection_impl.cc
@@ -128,7 +131,7 @@ func Cluster(name, statName string, clientIPAffinity bool) *clusterv3.Cluster {
 func outlierDetection() *clusterv3.OutlierDetection {
 	return &clusterv3.OutlierDetection{
 		SplitExternalLocalOriginErrors:         true,
-		ConsecutiveLocalOriginFailure:          wrapperspb.UInt32(localOriginFailures),
+		ConsecutiveLocalOriginFailure:          wrapperspb.UInt32(contract.OutlierConsecutiveFailures),
 		EnforcingConsecutiveLocalOriginFailure: wrapperspb.UInt32(100),
 		EnforcingLocalOriginSuccessRate:        wrapperspb.UInt32(0),
 		MaxEjectionPercent:                     wrapperspb.UInt32(maxEjectionPercent),

@@ -218,6 +218,9 @@ func svcFilterChain(phase2, onDemand bool) *listenerv3.FilterChain {
 		IdleTimeout:      durationpb.New(IdleTimeout),
 		// Only RING_HASH clusters (ClientIP affinity) consult it; it is inert elsewhere.
 		HashPolicy: []*typev3.HashPolicy{{PolicySpecifier: &typev3.HashPolicy_SourceIp_{SourceIp: &typev3.HashPolicy_SourceIp{}}}},
+		// A failed connect is retried on the host the load balancer picks next, so one dead
+		// endpoint does not fail the caller (why 3: pkg/contract SvcMaxConnectAttempts).
+		MaxConnectAttempts: wrapperspb.UInt32(contract.SvcMaxConnectAttempts),
 	}
 	if onDemand {
 		// The ADS config source: Envoy keeps a per-name subscription on the ADS stream for it

@@ -5,7 +5,6 @@ import "github.com/aether-mesh/svclb/pkg/contract"
 // The values of the xDS the agent emits that nothing else reads; the shared
 // names are in pkg/contract.
 const (
-	localOriginFailures  = 5
 	maxEjectionPercent   = 99    // see outlierDetection
 	soMarkLevel, soMark  = 1, 36 // SOL_SOCKET, SO_MARK
 	filterStateKey       = "envoy.tcp_proxy.cluster"
