@@ -77,7 +77,7 @@ func TestALSBatchesEntries(t *testing.T) {
 	// One UH entry's size, give or take the varint lengths of port and time:
 	// two entries stay below the buffer, the third fills it.
 	one := proto.Size(tcpEntry(logEntry{local: netip.MustParseAddrPort("127.0.0.1:40000"),
-		remote: netip.MustParseAddrPort("127.0.0.1:50000"), flag: "UH"}, nil))
+		remote: netip.MustParseAddrPort("127.0.0.1:50000"), flags: []string{"UH"}}, nil))
 	a, lis := alsAgent(t, withAccessLog(func(_ *accesslogv3.AccessLog, cfg *grpcalsv3.TcpGrpcAccessLogConfig) {
 		cfg.CommonConfig.BufferFlushInterval = durationpb.New(time.Hour)
 		cfg.CommonConfig.BufferSizeBytes = wrapperspb.UInt32(uint32(one * 5 / 2))
