@@ -186,22 +186,27 @@ func TestDeltas(t *testing.T) {
 func TestUnsettled(t *testing.T) {
 	web := Dialled{To: "10.96.0.20:80", Namespace: "legs", Service: "itp", Reason: agent.ReasonNoEndpoints}
 	p := &Probe{nodes: []string{"cp"}, dialled: []Dialled{web}}
-	run := runOf(evidence.Green, results("cp", web.To, 4, echo.OutcomeProxyClosed))
-	none := clusterStat(web, "upstream_cx_none_healthy")
+	green := runOf(evidence.Green, results("cp", web.To, 4, echo.OutcomeProxyClosed))
+	red := runOf(evidence.Red, results("cp", web.To, 4, echo.OutcomeProxyClosed))
 	s := refusedSeries{reason: agent.ReasonNoEndpoints, namespace: "legs", service: "itp"}
 	for _, c := range []struct {
 		name  string
+		red   bool // the red run: the agent refuses nothing, and is not waited for
 		d     nodeDelta
 		wants string
 	}{
-		{"settled", nodeDelta{stats: stats(statSvcCx, 4, none, 4), refused: map[refusedSeries]float64{s: 4}}, ""},
-		{"red: nothing refused, nothing to wait for", nodeDelta{stats: stats(statPassSvcCx, 4)}, ""},
-		{"an attempt not seen yet", nodeDelta{stats: stats(statSvcCx, 3)}, "saw 3 of 4 attempts"},
-		{"refused, not counted yet", nodeDelta{stats: stats(statSvcCx, 4, none, 4), refused: map[refusedSeries]float64{s: 2}},
+		{"settled", false, nodeDelta{stats: stats(statSvcCx, 4), refused: map[refusedSeries]float64{s: 4}}, ""},
+		{"red: nothing refused, nothing to wait for", true, nodeDelta{stats: stats(statPassSvcCx, 4)}, ""},
+		{"an attempt not seen yet", false, nodeDelta{stats: stats(statSvcCx, 3)}, "saw 3 of 4 attempts"},
+		{"refused, not counted yet", false, nodeDelta{stats: stats(statSvcCx, 4), refused: map[refusedSeries]float64{s: 2}},
 			"the agent counted 2 of the 4 connections the proxy refused"},
-		{"NC refusals count too", nodeDelta{stats: stats(statSvcCx, 4, statSvcNoRoute, 1, none, 3), refused: map[refusedSeries]float64{s: 3}},
+		{"NC refusals count too", false, nodeDelta{stats: stats(statSvcCx, 4, statSvcNoRoute, 1), refused: map[refusedSeries]float64{s: 3}},
 			"the agent counted 3 of the 4"},
 	} {
+		run := green
+		if c.red {
+			run = red
+		}
 		if got := p.unsettled(run, map[string]nodeDelta{"cp": c.d}); (got == "") != (c.wants == "") || !strings.Contains(got, c.wants) {
 			t.Errorf("%s: %q, want %q", c.name, got, c.wants)
 		}

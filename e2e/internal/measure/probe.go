@@ -136,9 +136,14 @@ func (p *Probe) Finish(ctx context.Context, run *evidence.Run) error {
 // settle reads every node's counters until they account for the run: on
 // every client node the capture's chains counted at least the attempts
 // made from it, and the agent counted at least every refusal the proxy
-// made (NC: tcp.cap_svc downstream_cx_no_route; UH: a dialled cluster's
-// upstream_cx_none_healthy), each of which the proxy reports over its
-// access log. Both hold at once where nothing was refused (a red run), and
+// made, each of which the proxy reports over its access log: the NC ones
+// (tcp.cap_svc downstream_cx_no_route) and, in green, the attempts to a
+// target green expects refused that the client saw the proxy close. Not a
+// cluster's upstream_cx_none_healthy: Envoy's tcp_proxy picks the host
+// itself (source/common/tcp_proxy/tcp_proxy.cc Filter::maybeTunnel,
+// cluster.chooseHost) and, finding none, sets UH without counting it (the
+// counter is the cluster manager's, counted only when its pool lookup picks
+// the host, ClusterEntry::tcpConnPoolImpl), so real Envoy need not serve it. Both hold at once where nothing was refused (a red run), and
 // otherwise as soon as the agent caught up: the proxy counts a refusal
 // before it closes the connection, and flushes its log within
 // buffer_flush_interval (1 s, Envoy's default). After CountersSettle it
@@ -191,16 +196,25 @@ func (p *Probe) unsettled(run *evidence.Run, deltas map[string]nodeDelta) string
 			why = append(why, fmt.Sprintf("%s: the capture's passthrough chain saw %d of %d attempts", n, d.stats[statPassCx], attempts))
 		}
 		refused := d.stats[statSvcNoRoute]
-		for _, t := range p.dialled {
-			if t.Service != "" {
-				refused += d.stats[clusterStat(t, proxy.UpstreamCxNoneHealthy)]
-			}
+		if expected := refusedTargets(p.dialled); run.Mode == evidence.Green && len(expected) > 0 {
+			refused = max(refused, int64(run.FromNode(n, expected...).ProxyClosed))
 		}
 		if got := d.refusedTotal(); got < float64(refused) {
 			why = append(why, fmt.Sprintf("%s: the agent counted %g of the %d connections the proxy refused", n, got, refused))
 		}
 	}
 	return strings.Join(why, "; ")
+}
+
+// refusedTargets are the addresses of the targets green expects refused.
+func refusedTargets(ds []Dialled) []string {
+	var out []string
+	for _, d := range ds {
+		if d.Reason != "" {
+			out = append(out, d.To)
+		}
+	}
+	return out
 }
 
 // deltas is every node's rise since Start. A node whose pod changed counts
