@@ -28,6 +28,7 @@ var legOrder = []string{
 	"phase0-split",
 	"named-port",
 	"outlier",
+	"retry",
 	"recreate",
 	"new-service",
 	// Control legs: what svclb leaves to kube-proxy.

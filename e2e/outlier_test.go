@@ -24,15 +24,17 @@ import (
 // reports the ejection (at most outlierBatches of outlierBatch), then
 // outlierAfter more attempts that must all succeed.
 //
-// What can and cannot flake. Green: ROUND_ROBIN over 3 hosts sends every
-// third connection to the closed port, so the configured 5 consecutive
-// failures come within 15 attempts, and the ejection lasts
+// What can and cannot flake. Green: ROUND_ROBIN over 3 hosts sends about
+// every third connect attempt to the closed port, and the proxy retries each
+// failed one on the next host (max_connect_attempts 3, the retry leg), so
+// the caller sees none of them; the configured 5 consecutive failures come
+// within 15 connections, and the ejection lasts
 // base_ejection_time (30 s, Envoy's default), far longer than the
 // outlierAfter attempts take; after it no connection can fail, whatever the
 // order. Envoy ejects on its main thread, posted from the worker that saw
 // the 5th failure, so a connection another worker is placing at that moment
-// may still pick the host: failures before the ejection may exceed the
-// threshold by outlierSlack. Red: kube-proxy picks one of 3 endpoints at
+// may still pick the host: the proxy's failed attempts before the ejection
+// may exceed the threshold by outlierSlack. Red: kube-proxy picks one of 3 endpoints at
 // random per connection (nftables numgen), so outlierAfter attempts all
 // succeed with probability (2/3)^20 ≈ 3·10⁻⁴: the red run's false-failure
 // odds.
@@ -69,9 +71,10 @@ var _ = defineLeg(leg[*outlierWorkload]{
 	setup: "ClusterIP Service outlier over 3 Ready echo pods, one of which (outlier-closed) listens on another port than the Service's targetPort 8080 " +
 		"(readiness on its health port passes); kube-proxy objects left in place (red shows kube-proxy's behaviour through the passthrough); one meshed client on the first worker",
 	redExpect: fmt.Sprintf("about a third of the attempts keep failing (kube-proxy keeps picking the closed endpoint), including some of the last %d; nothing ejected", outlierAfter),
-	greenMeans: fmt.Sprintf("after the cluster's consecutive_local_origin_failure (5) failures the closed endpoint is ejected on the client's node: "+
+	greenMeans: fmt.Sprintf("after the cluster's consecutive_local_origin_failure (5) failed connect attempts (cluster.<alt_stat_name>.upstream_cx_connect_fail, up to %d more; "+
+		"each retried on an open backend, so the client sees no failure at all) the closed endpoint is ejected on the client's node: "+
 		"cluster.<alt_stat_name>.outlier_detection.ejections_enforced_consecutive_local_origin_failure and ejections_enforced_total rise by 1 and the gauge ejections_active reads 1; "+
-		"the next %d attempts all reach the two open backends", outlierAfter),
+		"the next %d attempts all reach the two open backends", outlierSlack, outlierAfter),
 	chance: fmt.Sprintf("green: none once ejected (base_ejection_time 30 s outlasts the %d attempts; failures before it may exceed the threshold by %d: an ejection posted "+
 		"from the worker that saw the 5th failure races a connection being placed); red: kube-proxy picks each of 3 endpoints at random, so %d attempts all succeed "+
 		"with probability (2/3)^%d ≈ 3·10⁻⁴, red's false-failure odds; each attempt %s", outlierAfter, outlierSlack, outlierAfter, outlierAfter, workload.AttemptTimeout),
@@ -192,6 +195,7 @@ func measureOutlier(ctx context.Context, w *outlierWorkload, run *evidence.Run) 
 	}
 
 	enforced := w.outlierStat("ejections_enforced_consecutive_local_origin_failure")
+	connectFail := proxy.ClusterStat(w.stat, proxy.UpstreamCxConnectFail)
 	total, active := w.outlierStat("ejections_enforced_total"), w.outlierStat("ejections_active")
 	before, err := proxy.Stats(ctx, suite.cluster, node)
 	if err != nil {
@@ -248,7 +252,8 @@ func measureOutlier(ctx context.Context, w *outlierWorkload, run *evidence.Run) 
 		}
 	}
 	dEnforced := after[enforced] - before[enforced]
-	run.Counters = map[string]float64{enforced + " on " + node: float64(dEnforced)}
+	dFail := after[connectFail] - before[connectFail]
+	run.Counters = map[string]float64{enforced + " on " + node: float64(dEnforced), connectFail + " on " + node: float64(dFail)}
 	// Envoy's ejections_enforced_total counts every enforced ejection and
 	// ejections_active is a gauge (source/common/upstream/outlier_detection_impl.h
 	// ALL_OUTLIER_DETECTION_STATS); the built-in proxy serves both.
@@ -263,12 +268,14 @@ func measureOutlier(ctx context.Context, w *outlierWorkload, run *evidence.Run) 
 	if _, served := after[active]; !served {
 		run.Notes = append(run.Notes, fmt.Sprintf("%s is not served by the proxy on %s", active, node))
 	}
+	// The threshold's failures are the proxy's attempts, each retried: the
+	// client sees none (before the agent's max_connect_attempts it saw each).
 	run.MetGreen = ejected && dEnforced == 1 && totalOK && activeOK &&
-		failedBefore >= threshold && failedBefore <= threshold+outlierSlack &&
+		dFail >= int64(threshold) && dFail <= int64(threshold+outlierSlack) && failedBefore == 0 &&
 		failedAfter == 0 && len(next) == outlierAfter && len(backendsAfter) == 2 && !backendsAfter[w.closed]
 	run.MetRed = dEnforced == 0 && dTotal == 0 && failedAfter > 0 && len(next) == outlierAfter
-	run.Summary = fmt.Sprintf("%s; ejected: %v (ejections_enforced_consecutive_local_origin_failure %+d, ejections_enforced_total %+d, ejections_active %d) after %d failed of %d attempts (threshold %d); then %d/%d attempts replied, from %v",
-		run.Counts(), ejected, dEnforced, dTotal, after[active], failedBefore, len(waiting), threshold,
+	run.Summary = fmt.Sprintf("%s; ejected: %v (ejections_enforced_consecutive_local_origin_failure %+d, ejections_enforced_total %+d, ejections_active %d) after %d failed connect attempts (upstream_cx_connect_fail, threshold %d), %d of %d connections failed; then %d/%d attempts replied, from %v",
+		run.Counts(), ejected, dEnforced, dTotal, after[active], dFail, threshold, failedBefore, len(waiting),
 		len(next)-failedAfter, len(next), slices.Sorted(maps.Keys(backendsAfter)))
 	return nil
 }
