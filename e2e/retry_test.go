@@ -12,6 +12,7 @@ import (
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/guard"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -93,6 +94,10 @@ var _ = defineLeg(leg[*retryWorkload]{
 			want[p.Name] = workload.EndpointReady
 		}
 		if err := workload.WaitEndpoints(ctx, suite.cluster, ns, svc.Name, want); err != nil {
+			return nil, err
+		}
+		// Red is the control: kube-proxy's entries of the Service must be gone first.
+		if _, err := guard.WaitCut(ctx, suite.cluster, svc, time.Minute); err != nil {
 			return nil, err
 		}
 		w.svc, w.to = svc, workload.Addr(svc, 80)
