@@ -6,7 +6,12 @@
 # image is Alpine-based (test/images/agnhost/Dockerfile), so its wget is
 # busybox's: one try, -T bounds it. GNU wget tries 20 times with back-off
 # and turns every failed check of a spec into minutes, so wget here is
-# busybox's too (its nc is not: the specs use OpenBSD's flags). The rest of its
+# busybox's too (its nc is not: the specs use OpenBSD's flags). Not bookworm's
+# busybox: its wget (1.35) dies of SIGSEGV whenever -T is given, which every
+# verifyServeHostnameServiceUp does; trixie's static busybox-static (1.37),
+# pinned by file and SHA256 from the same mirror, is the one binary taken from
+# there, and the build checks that its wget -T fails as a refused connection
+# should (exit 1). The rest of its
 # layout is copied: /agnhost as ENTRYPOINT with CMD pause, /agnhost-2,
 # /uploads, porter's localhost.crt/key, user 1000 in group 50000.
 #
@@ -18,7 +23,11 @@
 set -euo pipefail
 : "${AGNHOST:?}" "${AGNHOST_VERSION:?}" "${AGNHOST_SRC:?}" "${IMAGE:?}" "${WORK:?}" "${DEBIAN_MIRROR:?}"
 DEBIAN_SUITE=bookworm
-PACKAGES=curl,busybox,netcat-openbsd,iproute2,ca-certificates
+PACKAGES=curl,netcat-openbsd,iproute2,ca-certificates
+# A pin the mirror may drop once trixie moves on: then take the Filename and
+# SHA256 of busybox-static from dists/trixie/main/binary-amd64/Packages.xz.
+BUSYBOX_DEB=pool/main/b/busybox/busybox-static_1.37.0-6+b9_amd64.deb
+BUSYBOX_SHA256=598a3fd92bdafc34cd81196b2952ad36e910e47a4ecf162f8ce5e8e262598e53
 ROOTFS_IMAGE=svclb/agnhost-rootfs:$DEBIAN_SUITE
 
 T0=$(date +%s)
@@ -28,6 +37,7 @@ die() { echo "peer-image: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "must run as root (debootstrap)"
 docker info >/dev/null 2>&1 || die "no Docker engine"
 command -v debootstrap >/dev/null || die "debootstrap missing (apt-get install debootstrap)"
+for t in curl dpkg-deb; do command -v "$t" >/dev/null || die "$t missing"; done
 test -x "$AGNHOST" || die "$AGNHOST missing (make peer-tools)"
 test -f "$AGNHOST_SRC/porter/localhost.crt" || die "agnhost sources not found in $AGNHOST_SRC"
 # The e2e framework asks for the tag test/images/agnhost/VERSION names.
@@ -35,13 +45,19 @@ test -f "$AGNHOST_SRC/porter/localhost.crt" || die "agnhost sources not found in
 mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
 
-key="$DEBIAN_SUITE $PACKAGES wget=busybox"
+key="$DEBIAN_SUITE $PACKAGES wget=$BUSYBOX_DEB@$BUSYBOX_SHA256"
 if [ ! -x "$WORK/rootfs/bin/sh" ] || [ "$(cat "$WORK/rootfs.key" 2>/dev/null)" != "$key" ]; then
   step "debootstrap $DEBIAN_SUITE ($PACKAGES) from $DEBIAN_MIRROR (log: $WORK/debootstrap.log)"
   rm -rf "$WORK/rootfs" "$WORK/rootfs.tmp" "$WORK/rootfs.key"
   debootstrap --variant=minbase --include="$PACKAGES" "$DEBIAN_SUITE" "$WORK/rootfs.tmp" "$DEBIAN_MIRROR" \
     >"$WORK/debootstrap.log" 2>&1 || die "debootstrap failed, see $WORK/debootstrap.log"
   rm -rf "$WORK/rootfs.tmp/var/cache/apt/archives/"*.deb "$WORK/rootfs.tmp/var/lib/apt/lists/"*
+  step "busybox-static from $DEBIAN_MIRROR/$BUSYBOX_DEB"
+  curl -fsS --retry 3 -o "$WORK/busybox.deb" "$DEBIAN_MIRROR/$BUSYBOX_DEB" || die "cannot fetch $DEBIAN_MIRROR/$BUSYBOX_DEB (the pin above may be gone from the mirror)"
+  echo "$BUSYBOX_SHA256  $WORK/busybox.deb" | sha256sum -c --quiet - || die "$BUSYBOX_DEB: SHA256 is not $BUSYBOX_SHA256"
+  rm -rf "$WORK/busybox" && dpkg-deb -x "$WORK/busybox.deb" "$WORK/busybox"
+  install -m 0755 "$WORK/busybox/usr/bin/busybox" "$WORK/rootfs.tmp/bin/busybox"
+  rm -rf "$WORK/busybox" "$WORK/busybox.deb"
   ln -sf /bin/busybox "$WORK/rootfs.tmp/usr/bin/wget"
   for t in sh curl wget nc seq date sleep ss; do
     chroot "$WORK/rootfs.tmp" sh -c "command -v $t" >/dev/null || die "rootfs lacks $t"
@@ -49,6 +65,10 @@ if [ ! -x "$WORK/rootfs/bin/sh" ] || [ "$(cat "$WORK/rootfs.key" 2>/dev/null)" !
   # OpenBSD's nc (-z, -w, -q as the specs use them), not traditional's.
   chroot "$WORK/rootfs.tmp" readlink -f /bin/nc | grep -q openbsd || die "nc is not netcat-openbsd"
   chroot "$WORK/rootfs.tmp" readlink -f /usr/bin/wget | grep -q busybox || die "wget is not busybox's"
+  # A refused connection, bounded by -T: exit 1, one try (bookworm's 1.35: 139, SIGSEGV).
+  rc=0
+  chroot "$WORK/rootfs.tmp" wget -q -O - -T 1 http://127.0.0.1:1 >/dev/null 2>&1 || rc=$?
+  [ "$rc" = 1 ] || die "wget -T 1 to a closed port exited $rc, want 1"
   mv "$WORK/rootfs.tmp" "$WORK/rootfs"
   echo "$key" >"$WORK/rootfs.key"
 fi
