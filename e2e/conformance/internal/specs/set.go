@@ -74,9 +74,11 @@ func Focus(names []string) string {
 }
 
 // Matches says whether Ginkgo's full text of a spec is set entry name: the
-// entry, then the end or the labels Ginkgo appends (" [Conformance]").
+// entry, then the end or the labels Ginkgo appends (" [Conformance]"). An
+// entry may end in a space (upstream's "… adding or deleting ports "): the
+// JUnit report trims the text, --list-tests does not.
 func Matches(fullText, name string) bool {
-	rest, ok := strings.CutPrefix(fullText, Prefix+name)
+	rest, ok := strings.CutPrefix(fullText, Prefix+strings.TrimRight(name, " "))
 	return ok && (rest == "" || strings.HasPrefix(rest, " "))
 }
 

@@ -27,7 +27,6 @@ type Deviation struct {
 
 // The declared deviations (docs/peer.md, "Expected deviations").
 var (
-	HostNetworkClients = Deviation{Anchor: "hostnetwork-clients-are-not-captured", Title: "hostNetwork clients are not captured"}
 	AffinityTimeout    = Deviation{Anchor: "sessionaffinityconfigtimeoutseconds-has-no-envoy-counterpart", Title: "sessionAffinityConfig.timeoutSeconds has no Envoy counterpart"}
 	RefusalAfterAccept = Deviation{Anchor: "a-refusal-is-close-after-accept-not-econnrefused", Title: "a refusal is close after accept, not ECONNREFUSED"}
 )
@@ -41,10 +40,9 @@ var Causes = map[string]Deviation{}
 // may show. Only the entry named here may fail green as EXPECTED DEVIATION;
 // any other failure is FAIL.
 var Deviations = map[string]Deviation{
-	"Services should respect internalTrafficPolicy=Local Pod (hostNetwork: true) to Pod":             HostNetworkClients,
-	"Services should respect internalTrafficPolicy=Local Pod and Node, to Pod (hostNetwork: true)":   HostNetworkClients,
 	"Services should have session affinity timeout work for service with type clusterIP [LinuxOnly]": AffinityTimeout,
 	"Services should be rejected when no endpoints exist":                                            RefusalAfterAccept,
+	"Services should be rejected for evicted pods (no endpoints exist)":                              RefusalAfterAccept,
 }
 
 // Row is one spec of the set: its runs and its verdict.
