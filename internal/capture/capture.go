@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 
 	"github.com/google/nftables"
@@ -46,6 +47,13 @@ type Config struct {
 	// RouteTable and RulePriority place the policy route.
 	RouteTable   int
 	RulePriority int
+	// NodeAddrs are the node's own IPv4 addresses (CheckNodeAddr; no repeats). TCP to them is
+	// not captured: it leaves the pod from the pod's address, as an unmeshed pod's does, so
+	// kube-proxy serves the node's NodePorts and the node's hostPorts and hostNetwork pods see
+	// the pod. Captured, it would reach the listener, whose cap_refused closes it (the
+	// passthrough would dial it as the node). The agent's enroll reply gives the CNI plugin the
+	// list its listeners refuse; the init container gets the downward API's status.hostIPs.
+	NodeAddrs []netip.Addr
 }
 
 // DefaultConfig is the project's capture: Port, Mark, ProxyMark, RouteTable.
@@ -66,11 +74,12 @@ func (c Config) validate() error {
 	case c.RulePriority <= 0 || c.RulePriority >= 32766:
 		return fmt.Errorf("capture: rule priority %d must be in (0, 32766)", c.RulePriority)
 	}
-	return nil
+	return checkNodeAddrs(c.NodeAddrs)
 }
 
 // uncaptured are destinations never diverted: loopback, link-local (cloud
-// metadata, node-local DNS caches), multicast.
+// metadata, node-local DNS caches), multicast. The node's own addresses are not
+// captured either (Config.NodeAddrs, the set NodeAddrsSet).
 var uncaptured = []*net.IPNet{
 	{IP: net.IPv4(127, 0, 0, 0).To4(), Mask: net.CIDRMask(8, 32)},
 	{IP: net.IPv4(169, 254, 0, 0).To4(), Mask: net.CIDRMask(16, 32)},
@@ -255,11 +264,20 @@ func writeTable(c *nftables.Conn, cfg Config, loIndex int) error {
 	c.DelTable(t)
 	c.AddTable(t)
 
+	nodeAddrs := &nftables.Set{Table: t, Name: NodeAddrsSet, KeyType: nftables.TypeIPAddr}
+	elems := make([]nftables.SetElement, 0, len(cfg.NodeAddrs))
+	for _, a := range cfg.NodeAddrs {
+		b := a.As4()
+		elems = append(elems, nftables.SetElement{Key: b[:]})
+	}
+	if err := c.AddSet(nodeAddrs, elems); err != nil {
+		return fmt.Errorf("capture: set %s: %w", NodeAddrsSet, err)
+	}
 	out := c.AddChain(&nftables.Chain{
 		Name: "output", Table: t, Type: nftables.ChainTypeRoute,
 		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityMangle,
 	})
-	for _, e := range outputRules(cfg) {
+	for _, e := range outputRules(cfg, nodeAddrs) {
 		c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: e})
 	}
 	pre := c.AddChain(&nftables.Chain{
@@ -280,7 +298,7 @@ func writeTable(c *nftables.Conn, cfg Config, loIndex int) error {
 
 // outputRules mark the pod's own new outbound TCP; everything else returns
 // unmarked. Order matters only for cost: the cheapest, most common exits first.
-func outputRules(cfg Config) [][]expr.Any {
+func outputRules(cfg Config, nodeAddrs *nftables.Set) [][]expr.Any {
 	ret := &expr.Verdict{Kind: expr.VerdictReturn}
 	rules := [][]expr.Any{
 		// The proxy's own upstream traffic (SO_MARK) must never loop back into it.
@@ -298,6 +316,12 @@ func outputRules(cfg Config) [][]expr.Any {
 		})
 	}
 	rules = append(rules,
+		// The node's own addresses leave the pod directly (Config.NodeAddrs).
+		[]expr.Any{
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+			&expr.Lookup{SourceRegister: 1, SetName: nodeAddrs.Name, SetID: nodeAddrs.ID},
+			ret,
+		},
 		// DNS over TCP goes straight to the resolver.
 		append(matchTCP(), &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(contract.DNSPort)}, ret),

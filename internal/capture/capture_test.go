@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +26,18 @@ import (
 const (
 	podIP = "10.244.0.5"
 	vip   = "10.96.0.10"
+	// nodeIP is the node's InternalIP, reached through the pod's gateway (newPeerNS holds it).
+	nodeIP = "172.18.0.3"
 )
+
+// goldenConfig is the capture testdata/ruleset.golden shows: the default with two node
+// addresses.
+func goldenConfig(netnsPath string) Config {
+	cfg := DefaultConfig()
+	cfg.NetNSPath = netnsPath
+	cfg.NodeAddrs = []netip.Addr{netip.MustParseAddr(nodeIP), netip.MustParseAddr("192.168.9.1")}
+	return cfg
+}
 
 // newPodNS makes a throwaway named netns shaped like a pod's: lo, one
 // interface with the pod address and a default route through it (one end of a
@@ -90,8 +102,7 @@ func nftList(t *testing.T, path string) string {
 
 func TestInstallRulesetGoldenAndIdempotent(t *testing.T) {
 	path, ns := newPodNS(t)
-	cfg := DefaultConfig()
-	cfg.NetNSPath = path
+	cfg := goldenConfig(path)
 	for i := range 2 { // the second run is an init container restart
 		if err := Install(cfg); err != nil {
 			t.Fatalf("install #%d: %v", i+1, err)
@@ -137,6 +148,14 @@ func TestInstallRejectsBadConfig(t *testing.T) {
 		"same marks":    func(c *Config) { c.ProxyMark = c.Mark },
 		"main table":    func(c *Config) { c.RouteTable = unix.RT_TABLE_MAIN },
 		"rule priority": func(c *Config) { c.RulePriority = 0 },
+		"node IPv6":     func(c *Config) { c.NodeAddrs = []netip.Addr{netip.MustParseAddr("fc00::3")} },
+		"node 4in6":     func(c *Config) { c.NodeAddrs = []netip.Addr{netip.MustParseAddr("::ffff:172.18.0.3")} },
+		"node zero":     func(c *Config) { c.NodeAddrs = []netip.Addr{netip.MustParseAddr("0.0.0.0")} },
+		"node loopback": func(c *Config) { c.NodeAddrs = []netip.Addr{netip.MustParseAddr("127.0.0.1")} },
+		"node invalid":  func(c *Config) { c.NodeAddrs = []netip.Addr{{}} },
+		"node repeated": func(c *Config) {
+			c.NodeAddrs = []netip.Addr{netip.MustParseAddr(nodeIP), netip.MustParseAddr(nodeIP)}
+		},
 	} {
 		c := DefaultConfig()
 		mut(&c)
@@ -605,7 +624,7 @@ func BenchmarkInstall(b *testing.B) {
 func TestInstallInOwnNamespace(t *testing.T) {
 	path, ns := newPodNS(t)
 	var installErr error
-	inNS(t, ns, func() { installErr = Install(DefaultConfig()) })
+	inNS(t, ns, func() { installErr = Install(goldenConfig("")) })
 	if installErr != nil {
 		t.Fatalf("install in own netns: %v", installErr)
 	}
