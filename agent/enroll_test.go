@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -87,7 +88,7 @@ func TestEnrollmentThroughTheCNISocket(t *testing.T) {
 		{Namespace: "mesh", Name: "hostnet", Netns: "/nonexistent"},
 	} {
 		ran := false
-		enrolled, err := cni.Add(ctx, p, func() error { ran = true; return nil })
+		enrolled, err := cni.Add(ctx, p, func([]netip.Addr) error { ran = true; return nil })
 		if err != nil || enrolled || ran {
 			t.Errorf("add %s: enrolled=%v install ran=%v err=%v; want not enrolled", p, enrolled, ran, err)
 		}
@@ -112,7 +113,7 @@ func TestEnrollmentThroughTheCNISocket(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		e, err := cni.Add(ctx, pod, func() error { return nil })
+		e, err := cni.Add(ctx, pod, func([]netip.Addr) error { return nil })
 		done <- result{e, err}
 	}()
 	listener := contract.ListenerName("mesh", "web")

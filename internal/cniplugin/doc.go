@@ -8,7 +8,8 @@
 // down. Otherwise it asks the agent on the node (package enroll, over contract.EnrollSocket)
 // whether the pod is enrolled; the agent answers from its informers. For an enrolled pod it
 // installs the capture rules of the svclb-capture init container (package capture: one
-// implementation for both) in the pod's netns and returns only once the agent reports the
+// implementation for both) in the pod's netns, leaving uncaptured the node's own addresses the
+// agent's decision names (the ones its capture listeners refuse), and returns only once the agent reports the
 // pod's capture listener listening there, so the pod's first connection is already captured. A
 // pod that is not enrolled gets the previous result back untouched. If the agent cannot be
 // reached the ADD fails (the kubelet retries): the pod's namespace is enrolled, or unknown to

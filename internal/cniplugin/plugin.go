@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"time"
 
@@ -86,12 +87,20 @@ func (p *Plugin) Add(args *skel.CmdArgs) error {
 	ctx, cancel := context.WithTimeout(context.Background(), conf.timeout)
 	defer cancel()
 	c := enroll.Client{Socket: conf.AgentSocket}
-	enrolled, err := c.Add(ctx, pod, func() error { return capture.Install(p.capture(args.Netns)) })
+	var nodeAddrs []netip.Addr
+	enrolled, err := c.Add(ctx, pod, func(addrs []netip.Addr) error {
+		// The agent's addresses are the ones its listener refuses: TCP to them leaves the pod
+		// directly instead (capture.Config.NodeAddrs).
+		nodeAddrs = addrs
+		cfg := p.capture(args.Netns)
+		cfg.NodeAddrs = addrs
+		return capture.Install(cfg)
+	})
 	if err != nil {
 		// TryAgainLater: the kubelet retries the sandbox; the pod must not start uncaptured.
 		return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("svclb-cni: ADD %s", pod), err.Error()+view.detail())
 	}
-	p.log().Info("ADD", "pod", pod.String(), "enrolled", enrolled, "netns", args.Netns, "ip", pod.IP)
+	p.log().Info("ADD", "pod", pod.String(), "enrolled", enrolled, "netns", args.Netns, "ip", pod.IP, "nodeAddrs", nodeAddrs)
 	return p.print(conf)
 }
 

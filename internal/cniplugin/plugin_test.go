@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aether-mesh/svclb/fixtures/capture"
+	icapture "github.com/aether-mesh/svclb/internal/capture"
 	"github.com/aether-mesh/svclb/internal/enroll"
 	"github.com/aether-mesh/svclb/internal/enroll/enrolltest"
 	"github.com/aether-mesh/svclb/internal/testing/netnstest"
@@ -229,5 +231,39 @@ func TestDelSucceedsWithoutAgentOrNetns(t *testing.T) {
 	gone := filepath.Join(t.TempDir(), "netns-gone")
 	if err := (&Plugin{}).Del(cmdArgs(gone, meshNS, conf(missing, gone, ""))); err != nil {
 		t.Fatalf("DEL: %v", err)
+	}
+}
+
+// TestAddLeavesTheNodeAddrsUncaptured: the node's addresses the agent's decision names (those
+// its listener refuses) are the ones the pod's capture leaves alone; one the capture cannot take
+// fails the ADD, retried, with nothing installed.
+func TestAddLeavesTheNodeAddrsUncaptured(t *testing.T) {
+	agentWith := func(addr string) *enrolltest.Agent {
+		return enrolltest.Start(t, &enrolltest.Agent{Decider: func(p enroll.Pod) enroll.Decision {
+			d := enrollMesh(p)
+			d.NodeAddrs = []netip.Addr{netip.MustParseAddr(addr)}
+			return d
+		}})
+	}
+	ns := netnstest.New(t)
+	agent := agentWith("172.18.0.3")
+	p := &Plugin{Stdout: &bytes.Buffer{}}
+	if err := p.Add(cmdArgs(ns.Path(), meshNS, conf(agent.Socket, ns.Path(), ""))); err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	out, err := ns.Command("nft", "list", "set", "ip", icapture.TableName, icapture.NodeAddrsSet).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "elements = { 172.18.0.3 }") {
+		t.Errorf("the pod's uncaptured node addresses (%v):\n%s\nwant exactly 172.18.0.3", err, out)
+	}
+
+	bad := netnstest.New(t)
+	agent = agentWith("127.0.0.1")
+	err = p.Add(cmdArgs(bad.Path(), meshNS, conf(agent.Socket, bad.Path(), "")))
+	var te *types.Error
+	if !errors.As(err, &te) || te.Code != types.ErrTryAgainLater || !strings.Contains(te.Details, "127.0.0.1") {
+		t.Errorf("ADD with a node address the capture refuses: %v; want try-again-later naming it", err)
+	}
+	if err := capture.Absent(bad.Path()); err != nil {
+		t.Errorf("after the failed ADD: %v", err)
 	}
 }

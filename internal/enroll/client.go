@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 )
 
@@ -17,10 +18,11 @@ type Client struct {
 	Timeout time.Duration
 }
 
-// Add asks whether pod is enrolled. For an enrolled pod it runs install (the capture rules)
-// while the agent brings the listener up, and returns once the agent reports the listener
-// listening. enrolled is false with a nil error for a pod that is not enrolled.
-func (c Client) Add(ctx context.Context, pod Pod, install func() error) (enrolled bool, err error) {
+// Add asks whether pod is enrolled. For an enrolled pod it runs install (the capture rules,
+// leaving alone the node's addresses the agent named) while the agent brings the listener up,
+// and returns once the agent reports the listener listening. enrolled is false with a nil error
+// for a pod that is not enrolled.
+func (c Client) Add(ctx context.Context, pod Pod, install func(nodeAddrs []netip.Addr) error) (enrolled bool, err error) {
 	return c.exchange(ctx, OpAdd, pod, install)
 }
 
@@ -55,7 +57,7 @@ func (c Client) bound(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithCancel(ctx)
 }
 
-func (c Client) exchange(ctx context.Context, op Op, pod Pod, install func() error) (bool, error) {
+func (c Client) exchange(ctx context.Context, op Op, pod Pod, install func([]netip.Addr) error) (bool, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	req := Request{Op: op, Pod: pod}
@@ -79,7 +81,7 @@ func (c Client) exchange(ctx context.Context, op Op, pod Pod, install func() err
 		return false, nil
 	}
 	if install != nil {
-		if err := install(); err != nil {
+		if err := install(d.NodeAddrs); err != nil {
 			return true, err
 		}
 	}

@@ -4,8 +4,9 @@
 // One connection carries one exchange of newline-delimited JSON:
 //
 //	plugin → agent   Request{Op: add, Pod}
-//	agent  → plugin  Reply{Enrolled, Reason}          the decision, from the agent's informers
-//	                 (enrolled only: the plugin installs the capture rules meanwhile)
+//	agent  → plugin  Reply{Enrolled, Reason, NodeAddrs} the decision, from the agent's informers
+//	                 (enrolled only: the plugin installs the capture rules meanwhile, leaving
+//	                 NodeAddrs, the node's addresses the listener refuses, uncaptured)
 //	agent  → plugin  Reply{Listening: true} | Reply{Error}
 //	                 once the pod's capture listener listens in the pod's netns, or it gave up
 //

@@ -57,14 +57,20 @@ type Request struct {
 
 // Reply is one agent message; an add gets two (see the package doc).
 type Reply struct {
-	Enrolled  bool   `json:"enrolled"`
-	Reason    string `json:"reason,omitempty"`
-	Listening bool   `json:"listening,omitempty"`
-	Error     string `json:"error,omitempty"`
+	Enrolled bool   `json:"enrolled"`
+	Reason   string `json:"reason,omitempty"`
+	// NodeAddrs are the node's own addresses (Decision.NodeAddrs), in the decision of an
+	// enrolled pod.
+	NodeAddrs []netip.Addr `json:"nodeAddrs,omitempty"`
+	Listening bool         `json:"listening,omitempty"`
+	Error     string       `json:"error,omitempty"`
 }
 
 // Decision is a Handler's answer to "is this pod enrolled?".
 type Decision struct {
 	Enrolled bool
 	Reason   string // why (not): for logs and errors
+	// NodeAddrs, for an enrolled pod, are the node's own IPv4 addresses its capture leaves
+	// alone (capture.Config.NodeAddrs): the ones the agent's capture listeners refuse.
+	NodeAddrs []netip.Addr
 }

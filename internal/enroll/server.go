@@ -185,7 +185,11 @@ func serveConn(ctx context.Context, conn net.Conn, h Handler, log *slog.Logger) 
 			return
 		}
 		enrolled = d.Enrolled
-		if !reply(Reply{Enrolled: d.Enrolled, Reason: d.Reason}) || !d.Enrolled {
+		r := Reply{Enrolled: d.Enrolled, Reason: d.Reason}
+		if d.Enrolled {
+			r.NodeAddrs = d.NodeAddrs
+		}
+		if !reply(r) || !d.Enrolled {
 			return
 		}
 		wctx, wcancel := context.WithTimeout(ctx, timeout)

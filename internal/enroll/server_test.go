@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -177,5 +179,35 @@ func TestServeBoundsWhatAPeerHolds(t *testing.T) {
 			t.Errorf("an add's wait was %v, over MaxTimeout %v", d.Round(time.Second), MaxTimeout)
 			break
 		}
+	}
+}
+
+// addrsHandler is fakeHandler whose decision names the node's addresses.
+type addrsHandler struct {
+	*fakeHandler
+	addrs []netip.Addr
+}
+
+func (h addrsHandler) Decide(context.Context, Pod) (Decision, error) {
+	return Decision{Enrolled: true, NodeAddrs: h.addrs}, nil
+}
+
+// TestAddGivesInstallTheNodeAddrs: the node's addresses of the agent's decision reach the
+// plugin's install, which leaves them uncaptured.
+func TestAddGivesInstallTheNodeAddrs(t *testing.T) {
+	want := []netip.Addr{netip.MustParseAddr("172.18.0.3"), netip.MustParseAddr("192.168.9.1")}
+	h := addrsHandler{fakeHandler: &fakeHandler{release: make(chan struct{})}, addrs: want}
+	close(h.release)
+	sock := serve(t, h, nil)
+	var got []netip.Addr
+	enrolled, err := Client{Socket: sock, Timeout: 10 * time.Second}.Add(context.Background(), pod(), func(a []netip.Addr) error {
+		got = a
+		return nil
+	})
+	if err != nil || !enrolled {
+		t.Fatalf("add: enrolled=%v err=%v", enrolled, err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("install got node addresses %v, want %v", got, want)
 	}
 }
