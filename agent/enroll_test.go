@@ -62,7 +62,13 @@ func createNamespace(ctx context.Context, t *testing.T, c kubernetes.Interface, 
 func TestEnrollmentThroughTheCNISocket(t *testing.T) {
 	rc, c, ctx, must := startAPIServer(t)
 	g := gomega.NewWithT(t)
-	must(c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}))
+	n, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.3"}, {Type: corev1.NodeInternalIP, Address: "fc00::3"},
+		{Type: corev1.NodeExternalIP, Address: "192.168.9.1"}, {Type: corev1.NodeHostName, Address: node}}
+	must(c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}))
 	createNamespace(ctx, t, c, "mesh", map[string]string{contract.MeshLabel: contract.MeshEnabled, "team": "a"})
 	createNamespace(ctx, t, c, "plain", nil)
 	web := enrollPod(ctx, t, c, "mesh", "web", nil)
@@ -112,8 +118,14 @@ func TestEnrollmentThroughTheCNISocket(t *testing.T) {
 		err      error
 	}
 	done := make(chan result, 1)
+	var nodeAddrs []string // what the plugin's capture leaves alone
 	go func() {
-		e, err := cni.Add(ctx, pod, func([]netip.Addr) error { return nil })
+		e, err := cni.Add(ctx, pod, func(addrs []netip.Addr) error {
+			for _, a := range addrs {
+				nodeAddrs = append(nodeAddrs, a.String())
+			}
+			return nil
+		})
 		done <- result{e, err}
 	}()
 	listener := contract.ListenerName("mesh", "web")
@@ -132,6 +144,10 @@ func TestEnrollmentThroughTheCNISocket(t *testing.T) {
 	g.Eventually(done).WithTimeout(10 * time.Second).Should(gomega.Receive(&r))
 	if r.err != nil || !r.enrolled {
 		t.Fatalf("add of an enrolled pod: enrolled=%v err=%v", r.enrolled, r.err)
+	}
+	// The plugin's capture leaves alone exactly the node's addresses the listeners refuse.
+	if refused := status(t, addr).NodeAddresses; !slices.Equal(nodeAddrs, refused) || len(nodeAddrs) != 2 {
+		t.Errorf("the plugin was given node addresses %v; the listeners refuse %v (want 172.18.0.3 and 192.168.9.1 in both)", nodeAddrs, refused)
 	}
 	if e, err := cni.Check(ctx, pod); err != nil || !e {
 		t.Errorf("check: enrolled=%v err=%v", e, err)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strconv"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/aether-mesh/svclb/internal/capture"
 	"github.com/aether-mesh/svclb/internal/enroll"
 	"github.com/aether-mesh/svclb/internal/translate"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -62,6 +64,10 @@ type enrollment struct {
 	selector labels.Selector
 	selText  string
 	byUID    map[string]enroll.Pod // pods the plugin added, by pod UID
+	// nodeAddrs are the node's addresses the capture listeners refuse, as a pod's capture takes
+	// them (setNodeAddrs): an enrolled pod's decision names them, and its capture leaves them
+	// alone.
+	nodeAddrs []netip.Addr
 }
 
 // newEnrollment reads pods (this node's) and namespaces from the informers; changed is called
@@ -110,6 +116,24 @@ func (e *enrollment) setSelector(text string, sel labels.Selector) {
 	if moved {
 		e.views.changed()
 	}
+}
+
+// setNodeAddrs records the node's own addresses, the ones every capture listener refuses
+// (syncer.setNodeAddrs), for the decisions of pods enrolled from now on; a pod enrolled before
+// keeps the set it was given. An address the capture cannot take (capture.CheckNodeAddr: in a
+// node-local range, which the listener refuses by range anyway) is left out.
+func (e *enrollment) setNodeAddrs(addrs []netip.Addr) {
+	keep := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		if err := capture.CheckNodeAddr(a); err != nil {
+			e.log.Info("node address left captured", "address", a, "why", err)
+			continue
+		}
+		keep = append(keep, a)
+	}
+	e.mu.Lock()
+	e.nodeAddrs = keep
+	e.mu.Unlock()
 }
 
 // decide is the enrollment rule: never hostNetwork, never a pod labelled out, else its
@@ -190,7 +214,13 @@ func (e *enrollment) Decide(ctx context.Context, p enroll.Pod) (enroll.Decision,
 	if err != nil {
 		return enroll.Decision{}, err
 	}
-	return e.decide(pod), nil
+	d := e.decide(pod)
+	if d.Enrolled {
+		e.mu.Lock()
+		d.NodeAddrs = slices.Clone(e.nodeAddrs)
+		e.mu.Unlock()
+	}
+	return d, nil
 }
 
 // Add implements enroll.Handler: check that the netns path names a pod's network namespace

@@ -97,13 +97,16 @@ func (s *syncer) setNode(n translate.Node) {
 }
 
 // setNodeAddrs records the node's own addresses, which every capture listener refuses
-// (translate.ListenerOptions.NodeAddrs).
+// (translate.ListenerOptions.NodeAddrs) and the enrolled pods' captures leave alone.
 func (s *syncer) setNodeAddrs(addrs []netip.Addr) {
 	s.mu.Lock()
 	changed := !slices.Equal(s.nodeAddrs, addrs)
 	s.nodeAddrs = addrs
 	s.dirtyListeners = s.dirtyListeners || changed
 	s.mu.Unlock()
+	if s.enroll != nil { // the set the CNI plugin's captures leave alone
+		s.enroll.setNodeAddrs(addrs)
+	}
 	if changed {
 		s.log.Info("node addresses", "addresses", addrs)
 		s.signal()
