@@ -34,6 +34,7 @@ var legOrder = []string{
 	// Control legs: what svclb leaves to kube-proxy.
 	"apiserver",
 	"dns",
+	"own-node-port",
 	// Hostile: what a pod or a careless operator can do (control legs too).
 	"hostile-loop",
 	"hostile-steer",
