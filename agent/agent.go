@@ -31,6 +31,7 @@ import (
 	"github.com/aether-mesh/svclb/internal/enroll"
 	"github.com/aether-mesh/svclb/internal/httpserve"
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
 )
@@ -52,7 +53,7 @@ type Config struct {
 	Debounce      time.Duration  // default 50ms: a burst of events makes one push
 	// CDSMode is the default CDS mode until the ConfigMap's "cds" key says otherwise
 	// (default proactive).
-	CDSMode     CDSMode
+	CDSMode     agentstatus.CDSMode
 	OnDemandMax int    // default DefaultOnDemandMax: cap on the admitted on-demand names
 	DemandFile  string // where the admitted names persist across restarts; empty: nowhere
 	Logger      *slog.Logger
@@ -90,7 +91,7 @@ func (c *Config) defaults() error {
 		c.Debounce = 50 * time.Millisecond
 	}
 	if c.CDSMode == "" {
-		c.CDSMode = CDSProactive
+		c.CDSMode = agentstatus.CDSProactive
 	}
 	if _, err := ParseCDSMode(string(c.CDSMode)); err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/aether-mesh/svclb/agent/internal/netnsfind"
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -132,14 +133,14 @@ func (b *batch) service(key k8stypes.NamespacedName, node translate.Node, phase1
 	}
 }
 
-func (b *batch) listeners(node translate.Node, nodeAddrs []netip.Addr, p1, p2, onDemand bool) ([]ListenerStatus, int) {
+func (b *batch) listeners(node translate.Node, nodeAddrs []netip.Addr, p1, p2, onDemand bool) ([]agentstatus.ListenerStatus, int) {
 	prefixes, known := b.s.svcIndex.Range()
 	opts := translate.ListenerOptions{Range: prefixes, RangeKnown: known, Phase1: p1, Phase2: p2, OnDemand: onDemand, NodeAddrs: nodeAddrs}
 	if api, err := b.s.services.Services(contract.APIServerNamespace).Get(contract.APIServerName); err == nil {
 		opts.KubeProxyVIPs = translate.KubeProxyVIPs(api)
 	}
 	want := map[string]*listenerv3.Listener{}
-	var st []ListenerStatus
+	var st []agentstatus.ListenerStatus
 	unresolved := 0
 	defer b.s.netns.Snapshot()() // one read of the namespaces for all the pods
 	for _, o := range b.s.pods.List() {
@@ -161,7 +162,7 @@ func (b *batch) listeners(node translate.Node, nodeAddrs []netip.Addr, p1, p2, o
 		}
 		l := translate.CaptureListener(translate.CapturedPod{Namespace: pod.Namespace, Name: pod.Name, NetnsPath: path}, opts)
 		want[l.Name] = l
-		st = append(st, ListenerStatus{Pod: pod.Name, Namespace: pod.Namespace, Netns: path, Name: l.Name})
+		st = append(st, agentstatus.ListenerStatus{Pod: pod.Name, Namespace: pod.Namespace, Netns: path, Name: l.Name})
 	}
 	for _, p := range b.s.enroll.capturedPods() {
 		l := translate.CaptureListener(p, opts)
@@ -169,7 +170,7 @@ func (b *batch) listeners(node translate.Node, nodeAddrs []netip.Addr, p1, p2, o
 			continue // also meshed by the init container: one listener
 		}
 		want[l.Name] = l
-		st = append(st, ListenerStatus{Pod: p.Name, Namespace: p.Namespace, Netns: p.NetnsPath, Name: l.Name})
+		st = append(st, agentstatus.ListenerStatus{Pod: p.Name, Namespace: p.Namespace, Netns: p.NetnsPath, Name: l.Name})
 	}
 	for name, l := range want {
 		if !proto.Equal(b.set.Listeners[name], l) {
@@ -183,7 +184,7 @@ func (b *batch) listeners(node translate.Node, nodeAddrs []netip.Addr, p1, p2, o
 			b.upd.DeleteListeners = append(b.upd.DeleteListeners, name)
 		}
 	}
-	slices.SortFunc(st, func(a, c ListenerStatus) int { return cmp.Compare(a.Name, c.Name) })
+	slices.SortFunc(st, func(a, c agentstatus.ListenerStatus) int { return cmp.Compare(a.Name, c.Name) })
 	now := b.s.clock.Now()
 	for k, t := range b.s.ambiguousSaid {
 		if now.Sub(t) >= ambiguousWarnEvery {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
 )
 
@@ -217,7 +218,7 @@ func BenchmarkOnDemandScan(b *testing.B) {
 			b.Fatal(err)
 		}
 		f.s = newSyncer(log, &recorder{}, f.s.services, f.slices, f.pods, f.s.netns, f.index, m, translate.Node{Name: "node-a"}, true, true)
-		f.s.configureDemand(CDSOnDemand, max, "")
+		f.s.configureDemand(agentstatus.CDSOnDemand, max, "")
 		f.sync(b)
 		f.s.ClusterDemand(scan, nil)
 		b.StartTimer()

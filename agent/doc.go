@@ -31,23 +31,8 @@
 // HTTP (Config.HTTPAddr, in the DaemonSet the pod IP's :9750, and Config.HTTPLocalAddr,
 // 127.0.0.1:9750; port 0 picks a free one, which Config.Ready is told; the limits of
 // internal/httpserve): /metrics (Prometheus), /healthz (200 once the first snapshot is
-// published, 503 before), and /status, a JSON document:
-//
-//	{
-//	  "node": "kind-worker", "zone": "zone-a",
-//	  "nodeAddresses": ["172.18.0.3"],     // the Node's IPv4 addresses, refused by every listener
-//	  "phase1": true, "phase2": true,      // the phases of the published snapshot
-//	  "snapshotVersion": 12,               // bumps on every published change
-//	  "clusters": 42, "endpoints": 97,     // clusters incl. passthrough_original_dst and blackhole
-//	  "listeners": [{"pod": "client", "namespace": "default",
-//	                 "netns": "/var/run/netns/cni-…", "name": "capture~default~client"}],
-//	  "rangeKnown": true, "range": ["10.96.0.0/16"],
-//	  "cds": "on-demand",                  // the CDS mode of the published snapshot
-//	  "demanded": 3, "pending": 0,         // admitted on-demand names; refused names remembered
-//	  "forgotten": 0,                      // addresses of refused names not remembered (pending full)
-//	  "settingsErrors": [{"key": "phase1", "value": "\"off\"", "kept": "false",
-//	                      "reason": "want \"true\" or \"false\""}]  // [] when the ConfigMap is good
-//	}
+// published, 503 before), and /status, a JSON document whose types and keys are package
+// pkg/agentstatus's (its doc shows one).
 //
 // A test that flips a phase waits until every node's /status shows the new phases.
 //

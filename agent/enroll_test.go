@@ -25,6 +25,7 @@ import (
 	"github.com/aether-mesh/svclb/internal/enroll/enrolltest"
 	"github.com/aether-mesh/svclb/internal/testing/adstest"
 	"github.com/aether-mesh/svclb/internal/testing/netnstest"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -132,7 +133,7 @@ func TestEnrollmentThroughTheCNISocket(t *testing.T) {
 	adstest.Eventually(t, "the enrolled pod's listener over LDS", func() bool { return rec.Has(resourcev3.ListenerType, listener) })
 	g.Consistently(done).WithTimeout(300*time.Millisecond).ShouldNot(gomega.Receive(), "ADD returned before anything listened in the pod's netns")
 	st := status(t, addr)
-	if i := slices.IndexFunc(st.Listeners, func(l agent.ListenerStatus) bool { return l.Name == listener }); i < 0 || st.Listeners[i].Netns != ns.Path() {
+	if i := slices.IndexFunc(st.Listeners, func(l agentstatus.ListenerStatus) bool { return l.Name == listener }); i < 0 || st.Listeners[i].Netns != ns.Path() {
 		t.Fatalf("listeners %+v: want %s in %s", st.Listeners, listener, ns.Path())
 	}
 	l, err := enrolltest.BindCapturePort(ns.Path()) // the proxy binds it

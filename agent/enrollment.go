@@ -24,6 +24,7 @@ import (
 	"github.com/aether-mesh/svclb/internal/capture"
 	"github.com/aether-mesh/svclb/internal/enroll"
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -31,20 +32,6 @@ import (
 // kubelet creates the sandbox of a pod it saw on its own watch, so ours is at most moments
 // behind.
 const podLookupTimeout = 10 * time.Second
-
-// EnrollmentStatus is the /status view of enrollment.
-type EnrollmentStatus struct {
-	NamespaceSelector string `json:"namespaceSelector"`
-	// Enrolled are the pods the plugin set up ("namespace/name").
-	Enrolled []string `json:"enrolled"`
-	// Uncaptured are running pods the selector enrolls that the plugin never saw (they
-	// started before it was installed, or while the agent was down after their namespace was
-	// labelled, so the plugin's namespace view still said not enrolled): restart them to
-	// capture them.
-	Uncaptured []string `json:"uncaptured"`
-	// NamespaceView is the view of the enrolled namespaces published for the plugin; nil: none.
-	NamespaceView *NamespaceViewStatus `json:"namespaceView,omitempty"`
-}
 
 // enrollment implements enroll.Handler.
 type enrollment struct {
@@ -315,13 +302,13 @@ func (e *enrollment) capturedPods() []translate.CapturedPod {
 }
 
 // status lists the enrolled pods and the enrolled-but-uncaptured ones, and sets the gauges.
-func (e *enrollment) status() *EnrollmentStatus {
+func (e *enrollment) status() *agentstatus.EnrollmentStatus {
 	if e == nil {
 		return nil
 	}
 	view := e.views.status()
 	e.mu.Lock()
-	st := &EnrollmentStatus{NamespaceSelector: e.selText, Enrolled: []string{}, Uncaptured: []string{}, NamespaceView: view}
+	st := &agentstatus.EnrollmentStatus{NamespaceSelector: e.selText, Enrolled: []string{}, Uncaptured: []string{}, NamespaceView: view}
 	uids := map[string]bool{}
 	for uid, p := range e.byUID {
 		uids[uid] = true

@@ -25,6 +25,7 @@ import (
 	"github.com/aether-mesh/svclb/agent"
 	"github.com/aether-mesh/svclb/internal/adsclient"
 	"github.com/aether-mesh/svclb/internal/testing/adstest"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -122,14 +123,14 @@ func setSlice(ctx context.Context, t *testing.T, kube kubernetes.Interface, name
 	}
 }
 
-func status(t *testing.T, addr string) agent.Status {
+func status(t *testing.T, addr string) agentstatus.Status {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/status")
 	if err != nil {
 		t.Fatalf("/status: %v", err)
 	}
 	defer resp.Body.Close()
-	var s agent.Status
+	var s agentstatus.Status
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		t.Fatalf("/status: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -128,14 +129,14 @@ func (s *syncer) setPhases(p1, p2 bool) {
 
 // applySettings puts the ConfigMap's settings in effect; errs, its keys whose values are not
 // used, go to /status (a sync publishes them even when no setting moved).
-func (s *syncer) applySettings(st settings, errs []SettingError) {
+func (s *syncer) applySettings(st settings, errs []agentstatus.SettingError) {
 	s.setPhases(st.phase1, st.phase2)
 	s.setCDSMode(st.cds)
 	if s.enroll != nil {
 		s.enroll.setSelector(st.selector, st.sel)
 	}
 	if errs == nil {
-		errs = []SettingError{}
+		errs = []agentstatus.SettingError{}
 	}
 	s.mu.Lock()
 	changed := !slices.Equal(s.settingsErrs, errs)
@@ -148,7 +149,7 @@ func (s *syncer) applySettings(st settings, errs []SettingError) {
 
 // setCDSMode switches between proactive and on-demand CDS: every Service is rebuilt (clusters
 // published or withdrawn) and the listeners gain or lose cap_svc's on_demand.
-func (s *syncer) setCDSMode(m CDSMode) {
+func (s *syncer) setCDSMode(m agentstatus.CDSMode) {
 	s.mu.Lock()
 	changed := s.mode != m
 	s.mode = m

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/aether-mesh/svclb/internal/translate/translatetest"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -86,8 +87,8 @@ func TestAPIServerServiceStaysKubeProxys(t *testing.T) {
 
 	// On demand: a request for it is refused, never admitted.
 	f.s.setPhases(true, true)
-	f.s.configureDemand(CDSOnDemand, DefaultOnDemandMax, "")
-	f.s.setCDSMode(CDSOnDemand)
+	f.s.configureDemand(agentstatus.CDSOnDemand, DefaultOnDemandMax, "")
+	f.s.setCDSMode(agentstatus.CDSOnDemand)
 	f.s.ClusterDemand([]string{"svc:10.96.0.1:443"}, nil)
 	f.sync(t)
 	if got := testutil.ToFloat64(f.s.m.odRefused.WithLabelValues(contract.ReasonKubeProxy)); got != 1 {

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -34,7 +35,7 @@ type metrics struct {
 var settingsErrorKeys = append(slices.Clone(settingsKeys), contract.SettingsKeyUnknown)
 
 // setSettingsErrors sets contract.MetricSettingsErrors from the ConfigMap's errors.
-func (m *metrics) setSettingsErrors(errs []SettingError) {
+func (m *metrics) setSettingsErrors(errs []agentstatus.SettingError) {
 	n := map[string]int{}
 	for _, e := range errs {
 		k := e.Key

@@ -13,21 +13,11 @@ import (
 	"time"
 
 	"github.com/aether-mesh/svclb/internal/enroll"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 )
 
 // viewRetry is the wait before a failed write is tried again.
 const viewRetry = 5 * time.Second
-
-// NamespaceViewStatus is the /status view of the published namespace view.
-type NamespaceViewStatus struct {
-	File string `json:"file"`
-	// Generation and WrittenAt are the last view written (0: none yet).
-	Generation uint64    `json:"generation"`
-	WrittenAt  time.Time `json:"writtenAt,omitzero"`
-	// Error is why the last write failed; the file was then removed, so the plugin asks the
-	// agent about every pod rather than read a view the agent no longer holds.
-	Error string `json:"error,omitempty"`
-}
 
 // namespaceView writes the view whenever what it says changes.
 type namespaceView struct {
@@ -133,13 +123,13 @@ func (w *namespaceView) publish() {
 }
 
 // status is the /status view; nil when nothing is published.
-func (w *namespaceView) status() *NamespaceViewStatus {
+func (w *namespaceView) status() *agentstatus.NamespaceViewStatus {
 	if w == nil {
 		return nil
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := &NamespaceViewStatus{File: w.file}
+	st := &agentstatus.NamespaceViewStatus{File: w.file}
 	if w.written != nil {
 		st.Generation, st.WrittenAt = w.written.Generation, w.written.WrittenAt
 	}

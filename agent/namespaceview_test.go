@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/aether-mesh/svclb/agent"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -70,7 +71,7 @@ func TestEnrollmentPublishesNamespaces(t *testing.T) {
 	g.Expect(v.Generation).To(gomega.BeNumerically(">", 0))
 	g.Expect(v.WrittenAt).To(gomega.BeTemporally(">=", started.Add(-time.Second)))
 	last := v.Generation
-	g.Expect(status(t, addr).Enrollment.NamespaceView).To(gomega.Equal(&agent.NamespaceViewStatus{File: viewFile, Generation: last, WrittenAt: v.WrittenAt}))
+	g.Expect(status(t, addr).Enrollment.NamespaceView).To(gomega.Equal(&agentstatus.NamespaceViewStatus{File: viewFile, Generation: last, WrittenAt: v.WrittenAt}))
 
 	// A namespace relabelled into the selector.
 	must(c.CoreV1().Namespaces().Patch(ctx, "plain", types.MergePatchType,

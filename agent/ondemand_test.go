@@ -29,6 +29,7 @@ import (
 	"github.com/aether-mesh/svclb/internal/adsclient"
 	"github.com/aether-mesh/svclb/internal/testing/adstest"
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -66,7 +67,7 @@ func onDemandOf(t testing.TB, l *listenerv3.Listener) *tcpproxyv3.TcpProxy_OnDem
 // goes away under an admitted name, and live switches between the modes.
 func TestOnDemandSyncer(t *testing.T) {
 	f := newFixture(t)
-	f.s.configureDemand(CDSOnDemand, DefaultOnDemandMax, "")
+	f.s.configureDemand(agentstatus.CDSOnDemand, DefaultOnDemandMax, "")
 	web, other := svcObj("web", "10.96.0.10"), svcObj("other", "10.96.0.11")
 	_ = f.services.Add(web)
 	_ = f.services.Add(other)
@@ -96,7 +97,7 @@ func TestOnDemandSyncer(t *testing.T) {
 		}
 	}
 	st := f.s.status.Load()
-	if st.CDS != CDSOnDemand || st.Demanded != 1 || st.Pending != 2 || st.Clusters != 3 {
+	if st.CDS != agentstatus.CDSOnDemand || st.Demanded != 1 || st.Pending != 2 || st.Clusters != 3 {
 		t.Fatalf("status cds=%s demanded=%d pending=%d clusters=%d, want on-demand 1 2 3 (malformed and external names are not kept)", st.CDS, st.Demanded, st.Pending, st.Clusters)
 	}
 	if v := testutil.ToFloat64(f.s.m.odAdmitted); v != 1 {
@@ -140,7 +141,7 @@ func TestOnDemandSyncer(t *testing.T) {
 	}
 
 	// Proactive: every Service port is published and cap_svc no longer asks.
-	f.s.setCDSMode(CDSProactive)
+	f.s.setCDSMode(agentstatus.CDSProactive)
 	f.sync(t)
 	if got := keys(f.s.set.Clusters); !slices.Equal(got, []string{"blackhole", "passthrough_original_dst", "svc:10.96.0.10:80", "svc:10.96.0.11:80"}) {
 		t.Fatalf("proactive: clusters %v", got)
@@ -148,11 +149,11 @@ func TestOnDemandSyncer(t *testing.T) {
 	if od := onDemandOf(t, f.s.set.Listeners["capture~ns~client"]); od != nil {
 		t.Fatalf("proactive listener carries on_demand %v", od)
 	}
-	if st := f.s.status.Load(); st.CDS != CDSProactive || st.Demanded != 1 {
+	if st := f.s.status.Load(); st.CDS != agentstatus.CDSProactive || st.Demanded != 1 {
 		t.Fatalf("status after switch: cds %s demanded %d", st.CDS, st.Demanded)
 	}
 	// And back: the cluster nobody asked for is withdrawn, the listener asks again.
-	f.s.setCDSMode(CDSOnDemand)
+	f.s.setCDSMode(agentstatus.CDSOnDemand)
 	f.sync(t)
 	if u := f.pub.last(); !slices.Equal(u.DeleteClusters, []string{"svc:10.96.0.11:80"}) || !slices.Equal(keys(u.Listeners), []string{"capture~ns~client"}) {
 		t.Fatalf("back to on-demand: deleted %v listeners %v", u.DeleteClusters, keys(u.Listeners))
@@ -190,7 +191,7 @@ func TestProactiveUnchangedByDemand(t *testing.T) {
 	if onDemandOf(t, f.s.set.Listeners["capture~ns~client"]) != nil {
 		t.Fatal("proactive listener carries on_demand")
 	}
-	if st := f.s.status.Load(); st.CDS != CDSProactive || st.Demanded != 1 || st.Pending != 1 {
+	if st := f.s.status.Load(); st.CDS != agentstatus.CDSProactive || st.Demanded != 1 || st.Pending != 1 {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -205,7 +206,7 @@ func sorted(s []string) []string {
 // the built-in proxy runs (legacy wildcard first, then "*" plus names; names released).
 func TestOnDemandOverADS(t *testing.T) {
 	f := newFixture(t)
-	f.s.configureDemand(CDSOnDemand, 2, "")
+	f.s.configureDemand(agentstatus.CDSOnDemand, 2, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv, err := xdsserver.New(ctx, f.index, f.reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -331,7 +332,7 @@ func TestOnDemandOverADS(t *testing.T) {
 func TestDemandFile(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "svclb", "demand.json")
 	f := newFixture(t)
-	f.s.configureDemand(CDSOnDemand, DefaultOnDemandMax, file)
+	f.s.configureDemand(agentstatus.CDSOnDemand, DefaultOnDemandMax, file)
 	for _, s := range []*corev1.Service{svcObj("web", "10.96.0.10"), svcObj("other", "10.96.0.11"), svcObj("gone", "10.96.0.12")} {
 		_ = f.services.Add(s)
 	}
@@ -352,7 +353,7 @@ func TestDemandFile(t *testing.T) {
 	// Restart: Service "gone" was deleted meanwhile.
 	restart := func() *fixture {
 		g := newFixture(t)
-		g.s.configureDemand(CDSOnDemand, DefaultOnDemandMax, file)
+		g.s.configureDemand(agentstatus.CDSOnDemand, DefaultOnDemandMax, file)
 		_ = g.services.Add(svcObj("web", "10.96.0.10"))
 		_ = g.services.Add(svcObj("other", "10.96.0.11"))
 		g.s.restoreDemand()
@@ -457,7 +458,7 @@ func TestOnDemandRefusalsLogSummed(t *testing.T) {
 	f := newFixture(t)
 	var buf bytes.Buffer
 	f.s.log = slog.New(slog.NewTextHandler(&buf, nil)) // Info and above, the default
-	f.s.configureDemand(CDSOnDemand, DefaultOnDemandMax, "")
+	f.s.configureDemand(agentstatus.CDSOnDemand, DefaultOnDemandMax, "")
 	_ = f.services.Add(svcObj("web", "10.96.0.10"))
 	f.sync(t)
 	var scan []string
@@ -494,7 +495,7 @@ func TestOnDemandRefusalsLogRateLimited(t *testing.T) {
 	f := newFixture(t)
 	var buf bytes.Buffer
 	f.s.log = slog.New(slog.NewTextHandler(&buf, nil))
-	f.s.configureDemand(CDSOnDemand, DefaultOnDemandMax, "")
+	f.s.configureDemand(agentstatus.CDSOnDemand, DefaultOnDemandMax, "")
 	f.sync(t)
 	const syncs = 40
 	for i := range syncs {

@@ -28,6 +28,7 @@ import (
 	"github.com/aether-mesh/svclb/internal/adsclient"
 	"github.com/aether-mesh/svclb/internal/testing/adstest"
 	"github.com/aether-mesh/svclb/internal/testing/testenv"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -158,7 +159,7 @@ func TestRunOnDemand(t *testing.T) {
 	// start runs an agent and a client until stop, and waits for the client's first clusters.
 	start := func() (stop func(), cl *adstest.Recorder, client *adsclient.Client) {
 		_, stopAgent := startAgent(ctx, t, agent.Config{NodeName: node, RestConfig: rc, XDSSocket: sock, NetnsDir: dir,
-			Phase1: true, CDSMode: agent.CDSProactive, DemandFile: file, Debounce: 10 * time.Millisecond,
+			Phase1: true, CDSMode: agentstatus.CDSProactive, DemandFile: file, Debounce: 10 * time.Millisecond,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		clientCtx, stopClient := context.WithCancel(ctx)
 		cl, client, _ = dialAgent(clientCtx, t, sock)
@@ -219,7 +220,7 @@ func TestRunSettingsBadValues(t *testing.T) {
 	dir := t.TempDir()
 	logs := &lockedBuffer{}
 	addr, _ := startAgent(ctx, t, agent.Config{NodeName: node, RestConfig: rc, XDSSocket: filepath.Join(dir, "xds.sock"), NetnsDir: dir,
-		EnrollSocket: filepath.Join(dir, "enroll.sock"), Phase1: true, Phase2: true, CDSMode: agent.CDSProactive,
+		EnrollSocket: filepath.Join(dir, "enroll.sock"), Phase1: true, Phase2: true, CDSMode: agentstatus.CDSProactive,
 		Debounce: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	// warnings counts the warnings (and errors) about the ConfigMap.
 	warnings := func() int {
@@ -249,7 +250,7 @@ func TestRunSettingsBadValues(t *testing.T) {
 
 	// Start-up: phase1 "maybe" has no good value to keep, so the Config default (on) holds.
 	st, errs := status(t, addr), settingsErrors(t, addr)
-	if !st.Phase1 || st.CDS != agent.CDSOnDemand || st.Enrollment == nil || st.Enrollment.NamespaceSelector != "team=a" {
+	if !st.Phase1 || st.CDS != agentstatus.CDSOnDemand || st.Enrollment == nil || st.Enrollment.NamespaceSelector != "team=a" {
 		t.Fatalf("start-up: phase1 %v cds %s enrollment %+v, want true (the default), on-demand, team=a", st.Phase1, st.CDS, st.Enrollment)
 	}
 	wantErr(errs, contract.KeyPhase1, `"maybe"`, "true")
@@ -284,9 +285,9 @@ func TestRunSettingsBadValues(t *testing.T) {
 	update(func(d map[string]string) { d[contract.KeyCDS] = "x" })
 	adstest.Eventually(t, "cds x reported", func() bool {
 		_, bad := settingsErrors(t, addr)[contract.KeyCDS]
-		return bad || status(t, addr).CDS != agent.CDSOnDemand
+		return bad || status(t, addr).CDS != agentstatus.CDSOnDemand
 	})
-	if m := status(t, addr).CDS; m != agent.CDSOnDemand {
+	if m := status(t, addr).CDS; m != agentstatus.CDSOnDemand {
 		t.Fatalf(`cds "x" switched the mode to %s`, m)
 	}
 	errs = settingsErrors(t, addr)
@@ -313,7 +314,7 @@ func TestRunSettingsBadValues(t *testing.T) {
 	})
 	adstest.Eventually(t, "fixed values in effect, no errors", func() bool {
 		st := status(t, addr)
-		return st.Phase1 && st.CDS == agent.CDSProactive && st.Enrollment.NamespaceSelector == "team=b" && len(settingsErrors(t, addr)) == 0
+		return st.Phase1 && st.CDS == agentstatus.CDSProactive && st.Enrollment.NamespaceSelector == "team=b" && len(settingsErrors(t, addr)) == 0
 	})
 	for _, k := range []string{contract.KeyPhase1, contract.KeyPhase2, contract.KeyCDS, contract.KeyNamespaceSelector, contract.SettingsKeyUnknown} {
 		if g := settingsErrorGauge(t, addr, k); g != 0 {

@@ -22,6 +22,7 @@ import (
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
 	"github.com/aether-mesh/svclb/internal/adsclient"
 	"github.com/aether-mesh/svclb/internal/testing/adstest"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -39,7 +40,7 @@ func TestOnDemandScanStaysBounded(t *testing.T) {
 		t.Skip("scans 262,144 names")
 	}
 	f := newFixture(t)
-	f.s.configureDemand(CDSOnDemand, DefaultOnDemandMax, "")
+	f.s.configureDemand(agentstatus.CDSOnDemand, DefaultOnDemandMax, "")
 	f.addService(svcObj("web", "10.96.0.10"))
 	_ = f.pods.Add(podObj("client", "node-a", "10.244.1.3", true))
 	f.sync(t)
@@ -121,7 +122,7 @@ func TestOnDemandScanStaysBounded(t *testing.T) {
 // BenchmarkOnDemandIntake is the cost of one scanned name through the agent at the bound.
 func BenchmarkOnDemandIntake(b *testing.B) {
 	f := newFixture(b)
-	f.s.configureDemand(CDSOnDemand, DefaultOnDemandMax, "")
+	f.s.configureDemand(agentstatus.CDSOnDemand, DefaultOnDemandMax, "")
 	f.sync(b)
 	names := make([]string, 0, b.N)
 	for i := range b.N {
@@ -144,7 +145,7 @@ func TestOnDemandScanOverADS(t *testing.T) {
 		t.Skip("scans 60,000 names")
 	}
 	f := newFixture(t)
-	f.s.configureDemand(CDSOnDemand, DefaultOnDemandMax, "")
+	f.s.configureDemand(agentstatus.CDSOnDemand, DefaultOnDemandMax, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv, err := xdsserver.New(ctx, f.index, f.reg, slog.New(slog.NewTextHandler(io.Discard, nil)))

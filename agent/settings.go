@@ -20,6 +20,7 @@ import (
 
 	"github.com/aether-mesh/svclb/internal/nsselector"
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -50,14 +51,14 @@ func nodeAddrsOf(name string, o any) (addrs []netip.Addr, ok bool) {
 
 // settings are the agent's live settings, one per key of the ConfigMap.
 type settings struct {
-	phase1, phase2 bool            // contract.KeyPhase1, KeyPhase2
-	cds            CDSMode         // contract.KeyCDS
-	selector       string          // contract.KeyNamespaceSelector, as written
-	sel            labels.Selector // selector, parsed
+	phase1, phase2 bool                // contract.KeyPhase1, KeyPhase2
+	cds            agentstatus.CDSMode // contract.KeyCDS
+	selector       string              // contract.KeyNamespaceSelector, as written
+	sel            labels.Selector     // selector, parsed
 }
 
 // defaultSettings are the settings before any ConfigMap: the flags', and the default selector.
-func defaultSettings(phase1, phase2 bool, cds CDSMode) settings {
+func defaultSettings(phase1, phase2 bool, cds agentstatus.CDSMode) settings {
 	text, sel := defaultSelector()
 	return settings{phase1: phase1, phase2: phase2, cds: cds, selector: text, sel: sel}
 }
@@ -66,18 +67,6 @@ func defaultSettings(phase1, phase2 bool, cds CDSMode) settings {
 func defaultSelector() (string, labels.Selector) {
 	d := nsselector.Default()
 	return d.Text, d.Sel
-}
-
-// SettingError is a ConfigMap key whose value the agent does not use (/status "settingsErrors").
-type SettingError struct {
-	Key string `json:"key"`
-	// Value is the value refused, Go-quoted; one longer than maxShownValue bytes is cut there
-	// and its length added.
-	Value string `json:"value"`
-	// Kept is the value in effect instead, as the ConfigMap would spell it; "" for a key the
-	// agent does not know.
-	Kept   string `json:"kept"`
-	Reason string `json:"reason"`
 }
 
 // maxShownValue and maxShownReason bound what a bad value puts into /status and the log: the
@@ -103,16 +92,16 @@ func parseBool(s string) (bool, error) {
 
 // parseCDS is the CDS mode's grammar, the --cds flag's and the ConfigMap's: exactly one of the
 // modes' names.
-func parseCDS(s string) (CDSMode, error) {
-	switch m := CDSMode(s); m {
-	case CDSProactive, CDSOnDemand:
+func parseCDS(s string) (agentstatus.CDSMode, error) {
+	switch m := agentstatus.CDSMode(s); m {
+	case agentstatus.CDSProactive, agentstatus.CDSOnDemand:
 		return m, nil
 	}
-	return "", fmt.Errorf("want %q or %q", CDSProactive, CDSOnDemand)
+	return "", fmt.Errorf("want %q or %q", agentstatus.CDSProactive, agentstatus.CDSOnDemand)
 }
 
 // ParseCDSMode parses a --cds flag value.
-func ParseCDSMode(s string) (CDSMode, error) {
+func ParseCDSMode(s string) (agentstatus.CDSMode, error) {
 	m, err := parseCDS(s)
 	if err != nil {
 		return "", fmt.Errorf("CDS mode %q: %w", s, err)
@@ -124,11 +113,11 @@ func ParseCDSMode(s string) (CDSMode, error) {
 // setting: a value that parses sets it, an absent key takes def's, and a value that does not
 // parse keeps last's (the setting's last good value; at start-up, def's) and is reported. So is
 // a key the agent does not know; it changes nothing. The errors are sorted by key.
-func parseSettings(data map[string]string, def, last settings) (settings, []SettingError) {
+func parseSettings(data map[string]string, def, last settings) (settings, []agentstatus.SettingError) {
 	cur := def
-	var errs []SettingError
+	var errs []agentstatus.SettingError
 	refuse := func(key, value, kept string, err error) {
-		errs = append(errs, SettingError{Key: key, Value: shownValue(value), Kept: kept, Reason: clip(err.Error(), maxShownReason)})
+		errs = append(errs, agentstatus.SettingError{Key: key, Value: shownValue(value), Kept: kept, Reason: clip(err.Error(), maxShownReason)})
 	}
 	phase := func(key string, set *bool, last bool) {
 		v, ok := data[key]
@@ -164,7 +153,7 @@ func parseSettings(data map[string]string, def, last settings) (settings, []Sett
 			refuse(k, v, "", fmt.Errorf("unknown key: the agent reads %s", strings.Join(settingsKeys, ", ")))
 		}
 	}
-	slices.SortFunc(errs, func(a, b SettingError) int { return cmp.Compare(a.Key, b.Key) })
+	slices.SortFunc(errs, func(a, b agentstatus.SettingError) int { return cmp.Compare(a.Key, b.Key) })
 	return cur, errs
 }
 
@@ -201,24 +190,24 @@ func cutRunes(s string, n int) string {
 type liveSettings struct {
 	log   *slog.Logger
 	def   settings
-	apply func(settings, []SettingError)
+	apply func(settings, []agentstatus.SettingError)
 
 	mu      sync.Mutex // Run's read at start-up and the informer's handler, applied in order
 	cur     settings
-	errs    []SettingError
+	errs    []agentstatus.SettingError
 	running bool // start-up is over: what is in effect was in effect before
 }
 
-func newLiveSettings(log *slog.Logger, def settings, apply func(settings, []SettingError)) *liveSettings {
+func newLiveSettings(log *slog.Logger, def settings, apply func(settings, []agentstatus.SettingError)) *liveSettings {
 	return &liveSettings{log: log, def: def, apply: apply, cur: def}
 }
 
 // read applies the ConfigMap o (nil or not a ConfigMap: deleted, so the defaults) and returns
 // the settings in effect and its errors.
-func (l *liveSettings) read(o any) (settings, []SettingError) {
+func (l *liveSettings) read(o any) (settings, []agentstatus.SettingError) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	cur, errs := l.def, []SettingError(nil)
+	cur, errs := l.def, []agentstatus.SettingError(nil)
 	if cm, ok := o.(*corev1.ConfigMap); ok {
 		cur, errs = parseSettings(cm.Data, l.def, l.cur)
 	}
@@ -239,7 +228,7 @@ func (l *liveSettings) startedUp() {
 
 // report logs the ConfigMap's errors, which just changed: one line for all of them. At start-up
 // there was no good value to keep, so the defaults hold: an error, not a warning.
-func (l *liveSettings) report(errs []SettingError) {
+func (l *liveSettings) report(errs []agentstatus.SettingError) {
 	attrs := []any{"configmap", contract.Namespace + "/" + contract.AgentConfigMap}
 	if len(errs) == 0 {
 		l.log.Info("every value of the agent ConfigMap is in effect", attrs...)

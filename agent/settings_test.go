@@ -11,12 +11,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 // selected is the default settings with namespace selector text.
 func selected(text string) settings {
-	s := defaultSettings(true, true, CDSProactive)
+	s := defaultSettings(true, true, agentstatus.CDSProactive)
 	s.selector, s.sel = text, labels.SelectorFromSet(nil)
 	if sel, err := labels.Parse(text); err == nil {
 		s.sel = sel
@@ -35,10 +36,10 @@ func (s settings) String() string {
 }
 
 func TestParseSettings(t *testing.T) {
-	def := defaultSettings(true, true, CDSProactive) // the agent's flag defaults
+	def := defaultSettings(true, true, agentstatus.CDSProactive) // the agent's flag defaults
 	// last: the settings in effect before, each differing from def.
 	last := selected("team=a")
-	last.phase1, last.phase2, last.cds = false, false, CDSOnDemand
+	last.phase1, last.phase2, last.cds = false, false, agentstatus.CDSOnDemand
 	with := func(s settings, f func(*settings)) settings { f(&s); return s }
 	wantPhase := `want "true" or "false"`
 	for _, tc := range []struct {
@@ -46,33 +47,33 @@ func TestParseSettings(t *testing.T) {
 		data map[string]string
 		last settings
 		want settings
-		errs []SettingError // Reason compared by prefix
+		errs []agentstatus.SettingError // Reason compared by prefix
 	}{
 		{name: "good values set", last: def,
 			data: map[string]string{"phase1": "false", "phase2": "false", "cds": "on-demand", "namespaceSelector": "team=b"},
-			want: with(selected("team=b"), func(s *settings) { s.phase1, s.phase2, s.cds = false, false, CDSOnDemand })},
+			want: with(selected("team=b"), func(s *settings) { s.phase1, s.phase2, s.cds = false, false, agentstatus.CDSOnDemand })},
 		{name: "absent keys take the defaults, not the last values", data: map[string]string{}, last: last, want: def},
 		{name: "phase1 off keeps Phase 1 off", data: map[string]string{"phase1": "off"}, last: last,
 			want: with(def, func(s *settings) { s.phase1 = false }),
-			errs: []SettingError{{Key: "phase1", Value: `"off"`, Kept: "false", Reason: wantPhase}}},
+			errs: []agentstatus.SettingError{{Key: "phase1", Value: `"off"`, Kept: "false", Reason: wantPhase}}},
 		{name: "phase1 maybe at start-up takes the default", data: map[string]string{"phase1": "maybe"}, last: def, want: def,
-			errs: []SettingError{{Key: "phase1", Value: `"maybe"`, Kept: "true", Reason: wantPhase}}},
+			errs: []agentstatus.SettingError{{Key: "phase1", Value: `"maybe"`, Kept: "true", Reason: wantPhase}}},
 		{name: "cds x keeps the mode", data: map[string]string{"cds": "x"}, last: last,
-			want: with(def, func(s *settings) { s.cds = CDSOnDemand }),
-			errs: []SettingError{{Key: "cds", Value: `"x"`, Kept: "on-demand", Reason: `want "proactive" or "on-demand"`}}},
+			want: with(def, func(s *settings) { s.cds = agentstatus.CDSOnDemand }),
+			errs: []agentstatus.SettingError{{Key: "cds", Value: `"x"`, Kept: "on-demand", Reason: `want "proactive" or "on-demand"`}}},
 		{name: "a bad selector keeps the previous one", data: map[string]string{"namespaceSelector": "team in (a"}, last: last,
 			want: selected("team=a"),
-			errs: []SettingError{{Key: "namespaceSelector", Value: `"team in (a"`, Kept: "team=a", Reason: ""}}},
+			errs: []agentstatus.SettingError{{Key: "namespaceSelector", Value: `"team in (a"`, Kept: "team=a", Reason: ""}}},
 		{name: "the empty selector is kubectl's: every namespace", data: map[string]string{"namespaceSelector": ""}, last: last,
 			want: selected("")},
 		{name: "an unknown key changes nothing and does not block the good keys", last: last,
 			data: map[string]string{"phase_1": "false", "phase2": "false"},
 			want: with(def, func(s *settings) { s.phase2 = false }),
-			errs: []SettingError{{Key: "phase_1", Value: `"false"`, Kept: "", Reason: "unknown key"}}},
+			errs: []agentstatus.SettingError{{Key: "phase_1", Value: `"false"`, Kept: "", Reason: "unknown key"}}},
 		{name: "errors by key, each key on its own", last: last,
 			data: map[string]string{"phase2": "yes", "phase1": "true", "cds": "on-demand ", "zone": "a"},
-			want: with(def, func(s *settings) { s.phase2, s.cds = false, CDSOnDemand }),
-			errs: []SettingError{{Key: "cds", Value: `"on-demand "`, Kept: "on-demand"}, {Key: "phase2", Value: `"yes"`, Kept: "false"},
+			want: with(def, func(s *settings) { s.phase2, s.cds = false, agentstatus.CDSOnDemand }),
+			errs: []agentstatus.SettingError{{Key: "cds", Value: `"on-demand "`, Kept: "on-demand"}, {Key: "phase2", Value: `"yes"`, Kept: "false"},
 				{Key: "zone", Value: `"a"`, Reason: "unknown key"}}},
 	} {
 		got, errs := parseSettings(tc.data, def, tc.last)
@@ -95,7 +96,7 @@ func TestParseSettings(t *testing.T) {
 // Only what the docs say parses: not strconv.ParseBool's other spellings, nor a case or
 // whitespace variant.
 func TestParseSettingsIsStrict(t *testing.T) {
-	def := defaultSettings(true, true, CDSProactive)
+	def := defaultSettings(true, true, agentstatus.CDSProactive)
 	for _, v := range []string{"off", "on", "no", "yes", "0", "1", "t", "f", "True", "FALSE", " true", "true\n", ""} {
 		for _, k := range []string{contract.KeyPhase1, contract.KeyPhase2} {
 			if _, errs := parseSettings(map[string]string{k: v}, def, def); len(errs) != 1 || errs[0].Key != k {
@@ -115,7 +116,7 @@ func TestParseSettingsIsStrict(t *testing.T) {
 
 // A long bad value is cut in /status (at a rune boundary), and says how long it was.
 func TestParseSettingsBoundsWhatItShows(t *testing.T) {
-	def := defaultSettings(true, true, CDSProactive)
+	def := defaultSettings(true, true, agentstatus.CDSProactive)
 	v := strings.Repeat("a", maxShownValue-1) + "é" + strings.Repeat("b", 1000)
 	_, errs := parseSettings(map[string]string{contract.KeyPhase1: v, contract.KeyNamespaceSelector: "x=" + v}, def, def)
 	if len(errs) != 2 {
@@ -136,8 +137,8 @@ func TestParseSettingsBoundsWhatItShows(t *testing.T) {
 func TestLiveSettings(t *testing.T) {
 	var buf strings.Builder // read only by this goroutine, the only one logging
 	var applied settings
-	l := newLiveSettings(slog.New(slog.NewTextHandler(&buf, nil)), defaultSettings(true, true, CDSProactive),
-		func(s settings, _ []SettingError) { applied = s })
+	l := newLiveSettings(slog.New(slog.NewTextHandler(&buf, nil)), defaultSettings(true, true, agentstatus.CDSProactive),
+		func(s settings, _ []agentstatus.SettingError) { applied = s })
 	cm := func(d map[string]string) *corev1.ConfigMap { return &corev1.ConfigMap{Data: d} }
 	lines := func(level string) int { return strings.Count(buf.String(), "level="+level) }
 
@@ -161,7 +162,7 @@ func TestLiveSettings(t *testing.T) {
 		t.Fatalf("want one warning naming the value, the reason and the value kept:\n%s", buf.String())
 	}
 	// Deleted: the defaults, no errors.
-	if st, errs = l.read(nil); !same(st, defaultSettings(true, true, CDSProactive)) || len(errs) != 0 {
+	if st, errs = l.read(nil); !same(st, defaultSettings(true, true, agentstatus.CDSProactive)) || len(errs) != 0 {
 		t.Fatalf("deleted: %v %+v", st, errs)
 	}
 }
@@ -171,7 +172,7 @@ func TestLiveSettings(t *testing.T) {
 func TestSettingsErrorsPublished(t *testing.T) {
 	f := newFixture(t)
 	f.sync(t)
-	def := defaultSettings(true, true, CDSProactive)
+	def := defaultSettings(true, true, agentstatus.CDSProactive)
 	gauge := func(k string) float64 { return testutil.ToFloat64(f.s.m.settingsErrors.WithLabelValues(k)) }
 	st, errs := parseSettings(map[string]string{"phase1": "off", "phase_1": "false", "x": "y"}, def, def)
 	f.s.applySettings(st, errs)

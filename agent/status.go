@@ -11,44 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
-
-// Status is the /status document (see the package doc).
-type Status struct {
-	Node string `json:"node"`
-	Zone string `json:"zone"`
-	// NodeAddresses are the node's own IPv4 addresses, which every capture listener refuses
-	// with the fixed node-local ranges (chain cap_refused).
-	NodeAddresses   []string         `json:"nodeAddresses"`
-	Phase1          bool             `json:"phase1"`
-	Phase2          bool             `json:"phase2"`
-	SnapshotVersion uint64           `json:"snapshotVersion"`
-	Clusters        int              `json:"clusters"`
-	Endpoints       int              `json:"endpoints"`
-	Listeners       []ListenerStatus `json:"listeners"`
-	RangeKnown      bool             `json:"rangeKnown"`
-	Range           []string         `json:"range"`
-	CDS             CDSMode          `json:"cds"`
-	Demanded        int              `json:"demanded"`
-	Pending         int              `json:"pending"`
-	// Forgotten counts the Service-range addresses of refused names not kept in pending
-	// (pending full): a Service created at one is still published.
-	Forgotten int `json:"forgotten"`
-	// SettingsErrors are the agent ConfigMap's keys whose values are not in effect (bad values,
-	// unknown keys), by key; empty when every value is.
-	SettingsErrors []SettingError `json:"settingsErrors"`
-	// Enrollment is set when the agent serves the CNI plugin.
-	Enrollment *EnrollmentStatus `json:"enrollment,omitempty"`
-}
-
-// ListenerStatus is one capture listener.
-type ListenerStatus struct {
-	Pod       string `json:"pod"`
-	Namespace string `json:"namespace"`
-	Netns     string `json:"netns"`
-	Name      string `json:"name"`
-}
 
 func (s *syncer) handler(reg *prometheus.Registry, ready func() bool) http.Handler {
 	mux := http.NewServeMux()
@@ -71,15 +36,15 @@ func (s *syncer) handler(reg *prometheus.Registry, ready func() bool) http.Handl
 
 // publishStatus stores the /status document of the sync just done and sets the gauges that
 // mirror it.
-func (s *syncer) publishStatus(node translate.Node, nodeAddrs []netip.Addr, p1, p2 bool, mode CDSMode, settingsErrs []SettingError, lst []ListenerStatus, listenersBuilt bool) {
+func (s *syncer) publishStatus(node translate.Node, nodeAddrs []netip.Addr, p1, p2 bool, mode agentstatus.CDSMode, settingsErrs []agentstatus.SettingError, lst []agentstatus.ListenerStatus, listenersBuilt bool) {
 	old := s.status.Load()
 	demanded, pending, forgotten := s.demand.counts()
-	st := &Status{Node: node.Name, Zone: node.Zone, NodeAddresses: []string{}, Phase1: p1, Phase2: p2, SnapshotVersion: s.version, Listeners: old.Listeners, Range: []string{},
+	st := &agentstatus.Status{Node: node.Name, Zone: node.Zone, NodeAddresses: []string{}, Phase1: p1, Phase2: p2, SnapshotVersion: s.version, Listeners: old.Listeners, Range: []string{},
 		CDS: mode, Demanded: demanded, Pending: pending, Forgotten: forgotten, SettingsErrors: settingsErrs, Enrollment: s.enroll.status()}
 	if listenersBuilt {
 		st.Listeners = lst
 		if st.Listeners == nil {
-			st.Listeners = []ListenerStatus{}
+			st.Listeners = []agentstatus.ListenerStatus{}
 		}
 	}
 	for _, a := range nodeAddrs {

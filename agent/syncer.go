@@ -24,6 +24,7 @@ import (
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
 	"github.com/aether-mesh/svclb/internal/ratelog"
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
 )
@@ -72,10 +73,10 @@ type syncer struct {
 	node           translate.Node
 	nodeAddrs      []netip.Addr // the node's own IPv4 addresses, refused by every listener
 	phase1, phase2 bool
-	mode           CDSMode
-	settingsErrs   []SettingError // the ConfigMap's keys whose values are not used
-	demandOps      []demandOp     // the proxy's CDS requests since the last sync, in order
-	restored       []string       // names loaded from the demand file, for the first sync
+	mode           agentstatus.CDSMode
+	settingsErrs   []agentstatus.SettingError // the ConfigMap's keys whose values are not used
+	demandOps      []demandOp                 // the proxy's CDS requests since the last sync, in order
+	restored       []string                   // names loaded from the demand file, for the first sync
 	kick           chan struct{}
 	retry          *time.Timer // rechecks unresolved captured pods
 	clock          clock.Clock // times the coalescing windows (coalesce.go)
@@ -96,7 +97,7 @@ type syncer struct {
 	// When each pod whose IP more than one namespace holds was last warned about (batch.go).
 	ambiguousSaid map[k8stypes.NamespacedName]time.Time
 
-	status atomic.Pointer[Status]
+	status atomic.Pointer[agentstatus.Status]
 }
 
 func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceLister, slices cache.Indexer, pods cache.Store,
@@ -105,7 +106,7 @@ func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceList
 		log: log, pub: pub, services: services, slices: slices, pods: pods, netns: netns, svcIndex: svcIndex, m: m,
 		dirty: map[k8stypes.NamespacedName]struct{}{}, triggers: map[k8stypes.NamespacedName]time.Time{},
 		dirtyAll: true, dirtyListeners: true, node: node, phase1: phase1, phase2: phase2,
-		mode: CDSProactive, settingsErrs: []SettingError{}, demand: newDemand(DefaultOnDemandMax, ""),
+		mode: agentstatus.CDSProactive, settingsErrs: []agentstatus.SettingError{}, demand: newDemand(DefaultOnDemandMax, ""),
 		kick: make(chan struct{}, 1), clock: clock.RealClock{}, maxCoalesce: maxCoalesce,
 		set: translate.Set{
 			Clusters:  map[string]*clusterv3.Cluster{},
@@ -115,14 +116,14 @@ func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceList
 		bySvc: map[k8stypes.NamespacedName][]string{}, owner: map[string]k8stypes.NamespacedName{},
 		endpoints: map[k8stypes.NamespacedName]int{}, refusalGate: ratelog.Keyed[string]{Limit: refusalLimit},
 	}
-	s.status.Store(&Status{Node: node.Name, Zone: node.Zone, NodeAddresses: []string{}, Phase1: phase1, Phase2: phase2, Listeners: []ListenerStatus{}, CDS: CDSProactive,
-		SettingsErrors: []SettingError{}})
+	s.status.Store(&agentstatus.Status{Node: node.Name, Zone: node.Zone, NodeAddresses: []string{}, Phase1: phase1, Phase2: phase2, Listeners: []agentstatus.ListenerStatus{}, CDS: agentstatus.CDSProactive,
+		SettingsErrors: []agentstatus.SettingError{}})
 	return s
 }
 
 // configureDemand sets the CDS mode, the admitted-set cap and the demand file; call it before
 // the first sync.
-func (s *syncer) configureDemand(mode CDSMode, max int, file string) {
+func (s *syncer) configureDemand(mode agentstatus.CDSMode, max int, file string) {
 	s.mode = mode
 	s.demand = newDemand(max, file)
 	st := *s.status.Load()
@@ -192,7 +193,7 @@ func (s *syncer) sync() error {
 	}
 	b := s.newBatch()
 	b.full = all
-	b.onDemand = mode == CDSOnDemand
+	b.onDemand = mode == agentstatus.CDSOnDemand
 	// Services that are gone first, so a VIP they held is free for the one that took it over.
 	var gone, present []k8stypes.NamespacedName
 	for k := range dirty {
@@ -210,7 +211,7 @@ func (s *syncer) sync() error {
 	for _, k := range append(gone, present...) {
 		b.service(k, node, p1)
 	}
-	var lst []ListenerStatus
+	var lst []agentstatus.ListenerStatus
 	var unresolved int
 	if listeners {
 		lst, unresolved = b.listeners(node, nodeAddrs, p1, p2, b.onDemand)

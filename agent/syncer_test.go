@@ -36,6 +36,7 @@ import (
 	"github.com/aether-mesh/svclb/internal/testing/netnstest"
 	"github.com/aether-mesh/svclb/internal/testing/testenv/prereq"
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
 )
@@ -283,7 +284,7 @@ func TestListenersAndPhases(t *testing.T) {
 	}
 	f.sync(t)
 	st := f.s.status.Load()
-	if len(st.Listeners) != 1 || st.Listeners[0] != (ListenerStatus{Pod: "client", Namespace: "ns", Netns: "/var/run/netns/cni-1", Name: "capture~ns~client"}) {
+	if len(st.Listeners) != 1 || st.Listeners[0] != (agentstatus.ListenerStatus{Pod: "client", Namespace: "ns", Netns: "/var/run/netns/cni-1", Name: "capture~ns~client"}) {
 		t.Fatalf("listeners %+v", st.Listeners)
 	}
 	if f.s.retry == nil {

@@ -15,13 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	svclbagent "github.com/aether-mesh/svclb/agent"
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/echo"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -89,9 +89,9 @@ var _ = defineLeg(leg[*hostileScanWorkload]{
 		contract.MetricLogSuppressed, hostileScanSummaryWithin),
 	agentConfig: func(on bool) map[string]string {
 		if on {
-			return map[string]string{contract.KeyCDS: string(svclbagent.CDSOnDemand)}
+			return map[string]string{contract.KeyCDS: string(agentstatus.CDSOnDemand)}
 		}
-		return map[string]string{contract.KeyCDS: string(svclbagent.CDSProactive)}
+		return map[string]string{contract.KeyCDS: string(agentstatus.CDSProactive)}
 	},
 	chance: fmt.Sprintf("nothing statistical: the bounds are the agent's, checked after a scan whose dials may fail as they like (%s each); "+
 		"the new Service must reply within %s", hostileScanDialTimeout, hostileScanServedWithin),
@@ -152,7 +152,7 @@ func prepareHostileScan(ctx context.Context) (*hostileScanWorkload, error) {
 
 // hostileScanState is what the leg reads from the scanning node's agent and proxy.
 type hostileScanState struct {
-	status         *svclbagent.Status
+	status         *agentstatus.Status
 	rss, heap      float64
 	suppressed     float64 // MetricLogSuppressed{log=connection-refused}
 	refused        float64 // MetricSvcRefused, every reason
@@ -391,7 +391,7 @@ func restartNodePod(ctx context.Context, node, oldPod string, scanner *corev1.Po
 			last = err.Error()
 			return false, nil
 		}
-		if !slices.ContainsFunc(st.Listeners, func(l svclbagent.ListenerStatus) bool {
+		if !slices.ContainsFunc(st.Listeners, func(l agentstatus.ListenerStatus) bool {
 			return l.Pod == scanner.Name && l.Namespace == scanner.Namespace
 		}) {
 			last = fmt.Sprintf("agent %s has no listener for %s yet", pod, scanner.Name)

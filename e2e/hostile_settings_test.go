@@ -12,10 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	svclbagent "github.com/aether-mesh/svclb/agent"
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -83,18 +83,18 @@ func rangeChains(ctx context.Context, inRange netip.Addr) (map[string]string, er
 	return out, nil
 }
 
-func phase1Error(s *svclbagent.Status) (svclbagent.SettingError, bool) {
-	i := slices.IndexFunc(s.SettingsErrors, func(e svclbagent.SettingError) bool { return e.Key == contract.KeyPhase1 })
+func phase1Error(s *agentstatus.Status) (agentstatus.SettingError, bool) {
+	i := slices.IndexFunc(s.SettingsErrors, func(e agentstatus.SettingError) bool { return e.Key == contract.KeyPhase1 })
 	if i < 0 {
-		return svclbagent.SettingError{}, false
+		return agentstatus.SettingError{}, false
 	}
 	return s.SettingsErrors[i], true
 }
 
 // waitAgents polls until every node's agent status meets ok, and returns those statuses by node,
 // or the last status that did not.
-func waitAgents(ctx context.Context, ok func(*svclbagent.Status) bool) (map[string]*svclbagent.Status, string, error) {
-	var got map[string]*svclbagent.Status
+func waitAgents(ctx context.Context, ok func(*agentstatus.Status) bool) (map[string]*agentstatus.Status, string, error) {
+	var got map[string]*agentstatus.Status
 	last := ""
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, hostileSettingsWithin, true, func(ctx context.Context) (bool, error) {
 		st, err := agent.Statuses(ctx, suite.cluster)
@@ -155,7 +155,7 @@ func measureHostileSettings(ctx context.Context, inRange netip.Addr, run *eviden
 
 	// Every agent has read the bad value once it names it.
 	quoted := strconv.Quote(hostileSettingsValue)
-	during, last, err := waitAgents(ctx, func(s *svclbagent.Status) bool {
+	during, last, err := waitAgents(ctx, func(s *agentstatus.Status) bool {
 		e, ok := phase1Error(s)
 		return ok && e.Value == quoted
 	})
@@ -187,7 +187,7 @@ func measureHostileSettings(ctx context.Context, inRange netip.Addr, run *eviden
 		return
 	}
 	restored = true
-	_, last, err = waitAgents(ctx, func(s *svclbagent.Status) bool { return len(s.SettingsErrors) == 0 })
+	_, last, err = waitAgents(ctx, func(s *agentstatus.Status) bool { return len(s.SettingsErrors) == 0 })
 	cleared := err == nil
 
 	run.MetGreen = len(flipped) == 0 && len(moved) == 0 && len(chainsBefore) > 0 && cleared

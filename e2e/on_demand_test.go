@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	svclbagent "github.com/aether-mesh/svclb/agent"
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
@@ -21,6 +20,7 @@ import (
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -57,7 +57,7 @@ var _ = defineLeg(leg[*onDemandWorkload]{
 	name: "on-demand",
 	workloads: "Service od (2 echo backends, cut), Service od-idle (never dialled), the client on the first worker; green sets ConfigMap " +
 		"cds=on-demand",
-	exercises: "agent/cdsmode.go, admission.go, pending.go, demandfile.go (on-demand CDS, persisted demand), agent/metrics.go " +
+	exercises: "agent/settings.go (cds), admission.go, pending.go, demandfile.go (on-demand CDS, persisted demand), agent/metrics.go " +
 		"(svclb_ondemand_refused_total), internal/translate/listener.go (tcp_proxy on_demand, OnDemandTimeout), nodeproxy/ondemand.go",
 	setup: "ClusterIP Service (2 echo backends, kube-proxy ClusterIP entries deleted) and a second Service nobody dials; one meshed client on a worker; " +
 		"green also sets the agent's ConfigMap cds=on-demand (restored to proactive after the leg)",
@@ -67,9 +67,9 @@ var _ = defineLeg(leg[*onDemandWorkload]{
 		fmt.Sprintf("a dial to an unallocated Service-range address is held ~%s then closed, and %s{reason=%q} rises", onDemandTimeout, agent.OnDemandRefusedMetric, agent.ReasonNoService),
 	agentConfig: func(on bool) map[string]string {
 		if on {
-			return map[string]string{contract.KeyCDS: string(svclbagent.CDSOnDemand)}
+			return map[string]string{contract.KeyCDS: string(agentstatus.CDSOnDemand)}
 		}
-		return map[string]string{contract.KeyCDS: string(svclbagent.CDSProactive)}
+		return map[string]string{contract.KeyCDS: string(agentstatus.CDSProactive)}
 	},
 	chance: fmt.Sprintf("nothing statistical: every connection to the Service must be answered, the first one held up to %s while the proxy asks "+
 		"(onDemandDialTimeout outlasts the proxy's %s on-demand timeout, so the client sees the proxy's close, not its own deadline); later ones within %s (workload.AttemptTimeout); "+
@@ -109,7 +109,7 @@ var _ = defineLeg(leg[*onDemandWorkload]{
 // onDemandState is what the leg reads from the dialling node before and
 // after the connections.
 type onDemandState struct {
-	status   *svclbagent.Status
+	status   *agentstatus.Status
 	refused  float64 // svclb_ondemand_refused_total{reason="no-service"}
 	clusters map[string]bool
 	stats    map[string]int64 // the proxy's /stats
@@ -232,7 +232,7 @@ func measureOnDemand(ctx context.Context, wl *onDemandWorkload, run *evidence.Ru
 	}
 	firstOK := len(first) == 1 && first[0].OK
 	heldFor, heldOK := onDemandHeld(noSvc)
-	onDemand := before.status.CDS == svclbagent.CDSOnDemand && after.status.CDS == svclbagent.CDSOnDemand
+	onDemand := before.status.CDS == agentstatus.CDSOnDemand && after.status.CDS == agentstatus.CDSOnDemand
 	run.MetGreen = onDemand &&
 		!before.clusters[wl.cluster] && // nothing asked for it yet
 		firstOK && run.Replies == run.Attempts && heldOnce >= 1 &&
@@ -285,7 +285,7 @@ func checkPersistedDemand(ctx context.Context, wl *onDemandWorkload, oldPod stri
 		return false, "", nil, fmt.Errorf("delete %s: %w", oldPod, err)
 	}
 	var pod string
-	var st *svclbagent.Status
+	var st *agentstatus.Status
 	var last string
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var err error
@@ -303,7 +303,7 @@ func checkPersistedDemand(ctx context.Context, wl *onDemandWorkload, oldPod stri
 			return false, nil
 		}
 		last = fmt.Sprintf("agent %s: cds %s, demanded %d; proxy holds %s: %v", pod, st.CDS, st.Demanded, wl.cluster, cl[wl.cluster])
-		return st.CDS == svclbagent.CDSOnDemand && st.Demanded >= 1 && cl[wl.cluster], nil
+		return st.CDS == agentstatus.CDSOnDemand && st.Demanded >= 1 && cl[wl.cluster], nil
 	})
 	restarted := time.Since(t0)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/aether-mesh/svclb/agent"
 	"github.com/aether-mesh/svclb/internal/httpserve"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -34,7 +35,7 @@ func (o *options) define(fs *flag.FlagSet, getenv func(string) string) {
 	fs.BoolVar(&cfg.Phase2, "phase2", true, fmt.Sprintf("default for Phase 2 (refusals) until ConfigMap %s key %s says otherwise", cm, contract.KeyPhase2))
 	fs.StringVar(&o.rng, "service-range", "", "comma-separated IPv4 prefixes replacing the ServiceCIDR range")
 	fs.DurationVar(&cfg.Debounce, "debounce", 0, "coalesce changes for this long before a push (default 50ms)")
-	fs.StringVar(&o.cds, "cds", string(agent.CDSProactive), fmt.Sprintf("default CDS mode, %s or %s, until ConfigMap %s key %s says otherwise", agent.CDSProactive, agent.CDSOnDemand, cm, contract.KeyCDS))
+	fs.StringVar(&o.cds, "cds", string(agentstatus.CDSProactive), fmt.Sprintf("default CDS mode, %s or %s, until ConfigMap %s key %s says otherwise", agentstatus.CDSProactive, agentstatus.CDSOnDemand, cm, contract.KeyCDS))
 	fs.IntVar(&cfg.OnDemandMax, "on-demand-max", agent.DefaultOnDemandMax, "most cluster names admitted on demand; beyond it a request is refused (over-cap)")
 	fs.StringVar(&cfg.DemandFile, "demand-file", contract.DemandFile, "where admitted on-demand names persist across restarts; empty: not persisted")
 	fs.StringVar(&o.level, "log-level", "info", "debug, info, warn or error")

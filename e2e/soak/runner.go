@@ -15,12 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	svclbagent "github.com/aether-mesh/svclb/agent"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/echo"
 	"github.com/aether-mesh/svclb/fixtures/faults"
 	"github.com/aether-mesh/svclb/fixtures/workload"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -142,7 +142,7 @@ func agentConfig(ctx context.Context, c *cluster.Cluster) (map[string]string, er
 }
 
 // phasesOn is Phase 1 and 2 on, with the CDS mode given.
-func phasesOn(cds svclbagent.CDSMode) map[string]string {
+func phasesOn(cds agentstatus.CDSMode) map[string]string {
 	return map[string]string{contract.KeyPhase1: "true", contract.KeyPhase2: "true", contract.KeyCDS: string(cds)}
 }
 
@@ -151,7 +151,7 @@ func phasesOn(cds svclbagent.CDSMode) map[string]string {
 // soak runs in (docs/soak.md, "Modes").
 func (r *runner) setup(ctx context.Context) error {
 	if err := r.phase("setup: phases on, proactive CDS", func() error {
-		return agent.SetConfig(ctx, r.c, phasesOn(svclbagent.CDSProactive))
+		return agent.SetConfig(ctx, r.c, phasesOn(agentstatus.CDSProactive))
 	}); err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (r *runner) setup(ctx context.Context) error {
 	}
 	r.snapshots(ctx, "setup, proactive")
 	return r.phase("setup: on-demand CDS", func() error {
-		return agent.SetConfig(ctx, r.c, phasesOn(svclbagent.CDSOnDemand))
+		return agent.SetConfig(ctx, r.c, phasesOn(agentstatus.CDSOnDemand))
 	})
 }
 

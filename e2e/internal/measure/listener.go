@@ -10,7 +10,7 @@ import (
 	grpclogv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 
-	svclbagent "github.com/aether-mesh/svclb/agent"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -30,7 +30,7 @@ import (
 //
 // Chains are found by name, never counted: the listener has as many as its
 // settings give it (cap_refused always).
-func listenerProblem(l *listenerv3.Listener, st *svclbagent.Status) string {
+func listenerProblem(l *listenerv3.Listener, st *agentstatus.Status) string {
 	var ipm matcherv3.IPMatcher
 	tc := l.GetFilterChainMatcher().GetMatcherTree().GetCustomMatch().GetTypedConfig()
 	if tc == nil || tc.UnmarshalTo(&ipm) != nil {
@@ -76,7 +76,7 @@ func listenerProblem(l *listenerv3.Listener, st *svclbagent.Status) string {
 	if logs != st.Phase2 {
 		return fmt.Sprintf("%s access log %s: %v", want, contract.RefusalLogName, logs)
 	}
-	if onDemand := tp.GetOnDemand() != nil; onDemand != (st.CDS == svclbagent.CDSOnDemand) {
+	if onDemand := tp.GetOnDemand() != nil; onDemand != (st.CDS == agentstatus.CDSOnDemand) {
 		return fmt.Sprintf("%s on_demand: %v", want, onDemand)
 	}
 	return ""
@@ -84,7 +84,7 @@ func listenerProblem(l *listenerv3.Listener, st *svclbagent.Status) string {
 
 // refusedProblem says how the listener's node-local refusal differs from the agent's: each of
 // contract.NodeLocalRanges and a /32 of each of st.NodeAddresses must select cap_refused.
-func refusedProblem(l *listenerv3.Listener, ipm *matcherv3.IPMatcher, st *svclbagent.Status) string {
+func refusedProblem(l *listenerv3.Listener, ipm *matcherv3.IPMatcher, st *agentstatus.Status) string {
 	want := contract.NodeLocalRanges()
 	for _, a := range st.NodeAddresses {
 		ip, err := netip.ParseAddr(a)

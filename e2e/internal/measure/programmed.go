@@ -16,11 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	svclbagent "github.com/aether-mesh/svclb/agent"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 )
 
 // ProgrammedTimeout bounds WaitProgrammed. The agent pushes within its
@@ -122,7 +122,7 @@ func notProgrammed(ctx context.Context, c *cluster.Cluster, dialled []Dialled) s
 
 // programmedProblem compares one node's proxy configuration d with what its
 // agent (status st) emits for node and the Services svcs ("" when equal).
-func programmedProblem(node translate.Node, st *svclbagent.Status, d *adminv3.ConfigDump, svcs []serviceState) string {
+func programmedProblem(node translate.Node, st *agentstatus.Status, d *adminv3.ConfigDump, svcs []serviceState) string {
 	ls, err := proxy.ActiveListeners(d)
 	if err != nil {
 		return err.Error()
@@ -155,7 +155,7 @@ func programmedProblem(node translate.Node, st *svclbagent.Status, d *adminv3.Co
 					return fmt.Sprintf("cluster %s still %s with Phase 1 off", name, state)
 				}
 				continue
-			case state == "" && st.CDS == svclbagent.CDSOnDemand:
+			case state == "" && st.CDS == agentstatus.CDSOnDemand:
 				continue // not asked for yet: nothing to compare
 			case state != proxy.ClusterActive:
 				return fmt.Sprintf("cluster %s is %q, want active (%s)", name, orAbsent(string(state)), settings)

@@ -18,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	svclbagent "github.com/aether-mesh/svclb/agent"
 	"github.com/aether-mesh/svclb/internal/translate"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -74,14 +74,14 @@ func TestProgrammedProblem(t *testing.T) {
 	}
 	rng := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}
 	pod := translate.CapturedPod{Namespace: "legs", Name: "client", NetnsPath: "/var/run/netns/cni-1"}
-	status := func(p1, p2 bool, cds svclbagent.CDSMode) *svclbagent.Status {
-		return &svclbagent.Status{Phase1: p1, Phase2: p2, CDS: cds, RangeKnown: true, Range: []string{"10.96.0.0/16"},
-			Listeners: []svclbagent.ListenerStatus{{Pod: "client", Namespace: "legs", Netns: pod.NetnsPath, Name: "capture~legs~client"}}}
+	status := func(p1, p2 bool, cds agentstatus.CDSMode) *agentstatus.Status {
+		return &agentstatus.Status{Phase1: p1, Phase2: p2, CDS: cds, RangeKnown: true, Range: []string{"10.96.0.0/16"},
+			Listeners: []agentstatus.ListenerStatus{{Pod: "client", Namespace: "legs", Netns: pod.NetnsPath, Name: "capture~legs~client"}}}
 	}
 	listener := func(p1, p2, od bool) *listenerv3.Listener {
 		return translate.CaptureListener(pod, translate.ListenerOptions{Range: rng, RangeKnown: true, Phase1: p1, Phase2: p2, OnDemand: od})
 	}
-	withNodeIP := func(st *svclbagent.Status) *svclbagent.Status {
+	withNodeIP := func(st *agentstatus.Status) *agentstatus.Status {
 		st.NodeAddresses = []string{"172.18.0.3"}
 		return st
 	}
@@ -108,37 +108,37 @@ func TestProgrammedProblem(t *testing.T) {
 
 	for _, c := range []struct {
 		name   string
-		st     *svclbagent.Status
+		st     *agentstatus.Status
 		d      *adminv3.ConfigDump
 		svcs   []serviceState
 		wantIn string // "" : programmed
 	}{
-		{"red served", status(false, false, svclbagent.CDSProactive), dump(t, listener(false, false, false), nil, nil), web, ""},
-		{"green served", status(true, true, svclbagent.CDSProactive), dump(t, listener(true, true, false), cs, loads), web, ""},
-		{"on-demand before any connection", status(true, true, svclbagent.CDSOnDemand), dump(t, listener(true, true, true), nil, nil), web, ""},
-		{"flip not applied yet", status(true, true, svclbagent.CDSProactive), dump(t, listener(false, false, false), nil, nil), web,
+		{"red served", status(false, false, agentstatus.CDSProactive), dump(t, listener(false, false, false), nil, nil), web, ""},
+		{"green served", status(true, true, agentstatus.CDSProactive), dump(t, listener(true, true, false), cs, loads), web, ""},
+		{"on-demand before any connection", status(true, true, agentstatus.CDSOnDemand), dump(t, listener(true, true, true), nil, nil), web, ""},
+		{"flip not applied yet", status(true, true, agentstatus.CDSProactive), dump(t, listener(false, false, false), nil, nil), web,
 			`10.96.0.0/16 goes to "cap_passthrough_svc"`},
-		{"phase 2 not applied yet", status(true, true, svclbagent.CDSProactive), dump(t, listener(true, false, false), cs, loads), web,
+		{"phase 2 not applied yet", status(true, true, agentstatus.CDSProactive), dump(t, listener(true, false, false), cs, loads), web,
 			"access log svclb_refusals: false"},
-		{"phase 2 still on", status(true, false, svclbagent.CDSProactive), dump(t, listener(true, true, false), cs, loads), web,
+		{"phase 2 still on", status(true, false, agentstatus.CDSProactive), dump(t, listener(true, true, false), cs, loads), web,
 			"access log svclb_refusals: true"},
-		{"on-demand not applied yet", status(true, true, svclbagent.CDSOnDemand), dump(t, listener(true, true, false), nil, nil), web, "on_demand: false"},
-		{"listener not bound yet", status(false, false, svclbagent.CDSProactive), dump(t, nil, nil, nil), web, "listener capture~legs~client not active"},
-		{"cluster not there yet", status(true, true, svclbagent.CDSProactive), dump(t, listener(true, true, false), nil, nil), web,
+		{"on-demand not applied yet", status(true, true, agentstatus.CDSOnDemand), dump(t, listener(true, true, false), nil, nil), web, "on_demand: false"},
+		{"listener not bound yet", status(false, false, agentstatus.CDSProactive), dump(t, nil, nil, nil), web, "listener capture~legs~client not active"},
+		{"cluster not there yet", status(true, true, agentstatus.CDSProactive), dump(t, listener(true, true, false), nil, nil), web,
 			`cluster svc:10.96.0.20:80 is "absent", want active`},
-		{"cluster still there with phase 1 off", status(false, false, svclbagent.CDSProactive), dump(t, listener(false, false, false), cs, loads), web,
+		{"cluster still there with phase 1 off", status(false, false, agentstatus.CDSProactive), dump(t, listener(false, false, false), cs, loads), web,
 			"cluster svc:10.96.0.20:80 still active with Phase 1 off"},
 		// An EndpointSlice change: one backend is terminating now; the
 		// proxy still has both ready.
-		{"endpoints not applied yet", status(true, true, svclbagent.CDSProactive), dump(t, listener(true, true, false), cs, loads),
+		{"endpoints not applied yet", status(true, true, agentstatus.CDSProactive), dump(t, listener(true, true, false), cs, loads),
 			[]serviceState{{svc: svc, slices: oneTerminating}}, "cluster svc:10.96.0.20:80 endpoints"},
-		{"endpoints applied", status(true, true, svclbagent.CDSProactive), dump(t, listener(true, true, false), cs, loadsAfter),
+		{"endpoints applied", status(true, true, agentstatus.CDSProactive), dump(t, listener(true, true, false), cs, loadsAfter),
 			[]serviceState{{svc: svc, slices: oneTerminating}}, ""},
 		// The node's addresses: refused once the proxy serves the listener that names them.
-		{"node address not applied yet", withNodeIP(status(false, false, svclbagent.CDSProactive)), dump(t, listener(false, false, false), nil, nil), web,
+		{"node address not applied yet", withNodeIP(status(false, false, agentstatus.CDSProactive)), dump(t, listener(false, false, false), nil, nil), web,
 			`node-local 172.18.0.3/32 goes to ""`},
-		{"node address applied", withNodeIP(status(false, false, svclbagent.CDSProactive)), dump(t, withNodeAddr(listener(false, false, false)), nil, nil), web, ""},
-		{"a listener without cap_refused", status(false, false, svclbagent.CDSProactive), dump(t, withoutRefused(listener(false, false, false)), nil, nil), web,
+		{"node address applied", withNodeIP(status(false, false, agentstatus.CDSProactive)), dump(t, withNodeAddr(listener(false, false, false)), nil, nil), web, ""},
+		{"a listener without cap_refused", status(false, false, agentstatus.CDSProactive), dump(t, withoutRefused(listener(false, false, false)), nil, nil), web,
 			`node-local 0.0.0.0/8 goes to ""`},
 	} {
 		got := programmedProblem(node, c.st, c.d, c.svcs)

@@ -1,6 +1,6 @@
-// The CDS mode: which svc: clusters the agent publishes (settings.go parses it).
+// The CDS mode: which svc: clusters the agent publishes (the agent's settings parse it).
 
-package agent
+package agentstatus
 
 // CDSMode says which svc: clusters the agent publishes.
 type CDSMode string
