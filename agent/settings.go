@@ -1,5 +1,5 @@
-// Settings: what the agent's ConfigMap and its Node say (phases, CDS mode, namespace selector,
-// zone, addresses). All of the ConfigMap's parsing is here.
+// Settings: what the agent's ConfigMap says (phases, CDS mode, namespace selector). All of the
+// ConfigMap's parsing is here, the --cds flag's grammar with it.
 
 package agent
 
@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,35 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/aether-mesh/svclb/internal/nsselector"
-	"github.com/aether-mesh/svclb/internal/translate"
 	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
-
-func nodeOf(name string, o any) translate.Node {
-	n := translate.Node{Name: name}
-	if node, ok := o.(*corev1.Node); ok && node.Name == name {
-		n.Zone = node.Labels[corev1.LabelTopologyZone]
-	}
-	return n
-}
-
-// nodeAddrsOf are the IPv4 addresses of the Node o names (status.addresses, every type that
-// holds an IP: InternalIP, ExternalIP), sorted and without duplicates; ok is false when o is
-// not that Node.
-func nodeAddrsOf(name string, o any) (addrs []netip.Addr, ok bool) {
-	node, ok := o.(*corev1.Node)
-	if !ok || node.Name != name {
-		return nil, false
-	}
-	for _, a := range node.Status.Addresses {
-		if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Unmap().Is4() {
-			addrs = append(addrs, ip.Unmap())
-		}
-	}
-	slices.SortFunc(addrs, netip.Addr.Compare)
-	return slices.Compact(addrs), true
-}
 
 // settings are the agent's live settings, one per key of the ConfigMap.
 type settings struct {
