@@ -62,6 +62,15 @@ func (d *demand) admit(name string, addr netip.Addr, svc k8stypes.NamespacedName
 	d.changed = true
 }
 
+// wants says whether a name of svc's was admitted (demandView).
+func (d *demand) wants(svc k8stypes.NamespacedName) bool { return d.perSvc[svc] > 0 }
+
+// admits says whether the cluster name was admitted (demandView).
+func (d *demand) admits(name string) bool {
+	_, ok := d.admitted[name]
+	return ok
+}
+
 // drop removes name from the admitted set and returns the Service it belonged to.
 func (d *demand) drop(name string) (k8stypes.NamespacedName, bool) {
 	svc, ok := d.admitted[name]

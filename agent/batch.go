@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
@@ -19,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/aether-mesh/svclb/agent/internal/netnsfind"
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
@@ -27,24 +30,62 @@ import (
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
+// batchInput is everything one sync's batch reads besides the resources it changes: the
+// informers' listers, the Service index, the on-demand view, the node and the phases. The
+// syncer builds one per sync (syncer.input), with the node and phases it took under its lock;
+// the batch reaches into nothing else.
+type batchInput struct {
+	log      *slog.Logger
+	services corelisters.ServiceLister
+	slices   cache.Indexer // EndpointSlices, indexed byServiceIndex
+	pods     cache.Store   // captured pods on this node
+	netns    netnsFinder
+	// enrolled are the CNI-enrolled pods' capture listeners (enrollment.capturedPods).
+	enrolled func() []translate.CapturedPod
+	index    serviceIndex // the listeners' Service range
+	demand   demandView   // read on demand only: which Services and names were admitted
+	// unresolved says why a captured pod has no listener (syncer.unresolved, rate-limited).
+	unresolved func(*corev1.Pod, netip.Addr, error)
+
+	node      translate.Node
+	nodeAddrs []netip.Addr // the node's own IPv4 addresses, refused by every listener
+	phase1    bool
+	phase2    bool
+	onDemand  bool // publish only admitted svc: clusters
+	full      bool // everything is rebuilt: check every reference
+}
+
+// demandView is what a batch reads of the on-demand state; *demand satisfies it. The sync
+// goroutine is its only writer.
+type demandView interface {
+	// wants says whether a name of the Service's was admitted.
+	wants(k8stypes.NamespacedName) bool
+	// admits says whether the cluster name was admitted.
+	admits(name string) bool
+}
+
+// published are the resources the syncer last published and what they are indexed by; a
+// batch changes them in place (the sync goroutine owns them).
+type published struct {
+	set       translate.Set
+	bySvc     map[k8stypes.NamespacedName][]string // cluster names a Service publishes
+	owner     map[string]k8stypes.NamespacedName
+	endpoints map[k8stypes.NamespacedName]int
+}
+
 // batch is one sync's change, made in place on the published maps with an undo log: a
 // result that fails validation is rolled back, so only a valid set is ever adopted. (Cloning
 // the maps instead costs more than the rebuild of one Service at 10k Services.)
 type batch struct {
-	s         *syncer
-	set       translate.Set
-	bySvc     map[k8stypes.NamespacedName][]string
-	owner     map[string]k8stypes.NamespacedName
-	endpoints map[k8stypes.NamespacedName]int
-	upd       xdsserver.Update
-	undo      []func()
-	full      bool // everything was rebuilt: check every reference
-	onDemand  bool // publish only admitted svc: clusters
+	in batchInput
+	published
+	upd  xdsserver.Update
+	undo []func()
 }
 
-func (s *syncer) newBatch() *batch {
+func newBatch(in batchInput, p published) *batch {
 	return &batch{
-		s: s, set: s.set, bySvc: s.bySvc, owner: s.owner, endpoints: s.endpoints,
+		in: in, published: p,
 		upd: xdsserver.Update{Clusters: map[string]types.Resource{}, Loads: map[string]types.Resource{}, Listeners: map[string]types.Resource{}},
 	}
 }
@@ -77,31 +118,31 @@ func del[K comparable, V any](b *batch, m map[K]V, k K) {
 	delete(m, k)
 }
 
-func (b *batch) service(key k8stypes.NamespacedName, node translate.Node, phase1 bool) {
+func (b *batch) service(key k8stypes.NamespacedName) {
 	var (
 		cs []*clusterv3.Cluster
 		ls []*endpointv3.ClusterLoadAssignment
 		n  int
 	)
 	// On demand, a Service none of whose ports was asked for costs no translation.
-	wanted := !b.onDemand || b.s.demand.perSvc[key] > 0
-	if svc, err := b.s.services.Services(key.Namespace).Get(key.Name); err == nil && phase1 && wanted {
-		objs, _ := b.s.slices.ByIndex(byServiceIndex, key.String())
+	wanted := !b.in.onDemand || b.in.demand.wants(key)
+	if svc, err := b.in.services.Services(key.Namespace).Get(key.Name); err == nil && b.in.phase1 && wanted {
+		objs, _ := b.in.slices.ByIndex(byServiceIndex, key.String())
 		eps := make([]*discoveryv1.EndpointSlice, 0, len(objs))
 		for _, o := range objs {
 			eps = append(eps, o.(*discoveryv1.EndpointSlice))
 		}
 		// A slice that arrives before its Service waits in the informer cache: nothing is
 		// built until the Service exists, then its event rebuilds from every slice.
-		cs, ls, n = translate.Service(svc, eps, node)
+		cs, ls, n = translate.Service(svc, eps, b.in.node)
 	}
 	names := make([]string, 0, len(cs))
 	for i, c := range cs {
-		if _, ok := b.s.demand.admitted[c.Name]; b.onDemand && !ok {
+		if b.in.onDemand && !b.in.demand.admits(c.Name) {
 			continue
 		}
 		if o, ok := b.owner[c.Name]; ok && o != key {
-			b.s.log.Warn("two Services claim one cluster IP and port; keeping the first", "cluster", c.Name, "kept", o, "skipped", key)
+			b.in.log.Warn("two Services claim one cluster IP and port; keeping the first", "cluster", c.Name, "kept", o, "skipped", key)
 			continue
 		}
 		names = append(names, c.Name)
@@ -133,38 +174,41 @@ func (b *batch) service(key k8stypes.NamespacedName, node translate.Node, phase1
 	}
 }
 
-func (b *batch) listeners(node translate.Node, nodeAddrs []netip.Addr, p1, p2, onDemand bool) ([]agentstatus.ListenerStatus, int) {
-	prefixes, known := b.s.svcIndex.Range()
-	opts := translate.ListenerOptions{Range: prefixes, RangeKnown: known, Phase1: p1, Phase2: p2, OnDemand: onDemand, NodeAddrs: nodeAddrs}
-	if api, err := b.s.services.Services(contract.APIServerNamespace).Get(contract.APIServerName); err == nil {
+// listeners rebuilds every capture listener; it returns their /status entries and how many
+// captured pods have no netns yet.
+func (b *batch) listeners() ([]agentstatus.ListenerStatus, int) {
+	in := b.in
+	prefixes, known := in.index.Range()
+	opts := translate.ListenerOptions{Range: prefixes, RangeKnown: known, Phase1: in.phase1, Phase2: in.phase2, OnDemand: in.onDemand, NodeAddrs: in.nodeAddrs}
+	if api, err := in.services.Services(contract.APIServerNamespace).Get(contract.APIServerName); err == nil {
 		opts.KubeProxyVIPs = translate.KubeProxyVIPs(api)
 	}
 	want := map[string]*listenerv3.Listener{}
 	var st []agentstatus.ListenerStatus
 	unresolved := 0
-	defer b.s.netns.Snapshot()() // one read of the namespaces for all the pods
-	for _, o := range b.s.pods.List() {
+	defer in.netns.Snapshot()() // one read of the namespaces for all the pods
+	for _, o := range in.pods.List() {
 		pod, ok := o.(*corev1.Pod)
-		if !ok || !captured(pod, node.Name) {
+		if !ok || !captured(pod, in.node.Name) {
 			continue
 		}
 		ip, err := netip.ParseAddr(pod.Status.PodIP)
 		if err != nil || !ip.Is4() {
 			continue // no IP yet: the pod's update brings it
 		}
-		path, err := b.s.netns.Find(ip)
+		path, err := in.netns.Find(ip)
 		if err != nil {
 			// Retried like a netns not there yet: the second holder may drop the address
 			// without any Kubernetes event.
 			unresolved++
-			b.s.unresolved(pod, ip, err)
+			in.unresolved(pod, ip, err)
 			continue
 		}
 		l := translate.CaptureListener(translate.CapturedPod{Namespace: pod.Namespace, Name: pod.Name, NetnsPath: path}, opts)
 		want[l.Name] = l
 		st = append(st, agentstatus.ListenerStatus{Pod: pod.Name, Namespace: pod.Namespace, Netns: path, Name: l.Name})
 	}
-	for _, p := range b.s.enroll.capturedPods() {
+	for _, p := range in.enrolled() {
 		l := translate.CaptureListener(p, opts)
 		if want[l.Name] != nil {
 			continue // also meshed by the init container: one listener
@@ -185,12 +229,6 @@ func (b *batch) listeners(node translate.Node, nodeAddrs []netip.Addr, p1, p2, o
 		}
 	}
 	slices.SortFunc(st, func(a, c agentstatus.ListenerStatus) int { return cmp.Compare(a.Name, c.Name) })
-	now := b.s.clock.Now()
-	for k, t := range b.s.ambiguousSaid {
-		if now.Sub(t) >= ambiguousWarnEvery {
-			delete(b.s.ambiguousSaid, k)
-		}
-	}
 	return st, unresolved
 }
 
@@ -221,6 +259,17 @@ func (s *syncer) unresolved(pod *corev1.Pod, ip netip.Addr, err error) {
 		"pod", key.String(), "ip", ip, "netns", amb.Paths)
 }
 
+// forgetAmbiguous drops the warnings older than ambiguousWarnEvery, after each rebuild of the
+// listeners: a pod warned about long ago is warned about again.
+func (s *syncer) forgetAmbiguous() {
+	now := s.clock.Now()
+	for k, t := range s.ambiguousSaid {
+		if now.Sub(t) >= ambiguousWarnEvery {
+			delete(s.ambiguousSaid, k)
+		}
+	}
+}
+
 func captured(pod *corev1.Pod, node string) bool {
 	return pod.Labels[contract.CapturedLabel] == "true" && pod.Spec.NodeName == node && !pod.Spec.HostNetwork &&
 		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
@@ -244,7 +293,7 @@ func (b *batch) validate() error {
 			return fmt.Errorf("listener %s: %w", name, err)
 		}
 	}
-	if b.full {
+	if b.in.full {
 		return translate.CheckReferences(b.set)
 	}
 	clusters := slices.AppendSeq(slices.Clone(b.upd.DeleteClusters), maps.Keys(b.upd.Clusters))

@@ -83,12 +83,9 @@ type syncer struct {
 	maxCoalesce    time.Duration
 
 	// Owned by the sync goroutine.
-	set       translate.Set
-	bySvc     map[k8stypes.NamespacedName][]string // cluster names a Service publishes
-	owner     map[string]k8stypes.NamespacedName
-	endpoints map[k8stypes.NamespacedName]int
-	version   uint64
-	demand    *demand
+	published
+	version uint64
+	demand  *demand
 	// refusalGate limits the on-demand refusal lines per reason; refusalWake asks for a sync
 	// that writes what it held back (refusallog.go). Both under demand.mu.
 	refusalGate ratelog.Keyed[string]
@@ -108,13 +105,16 @@ func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceList
 		dirtyAll: true, dirtyListeners: true, node: node, phase1: phase1, phase2: phase2,
 		mode: agentstatus.CDSProactive, settingsErrs: []agentstatus.SettingError{}, demand: newDemand(DefaultOnDemandMax, ""),
 		kick: make(chan struct{}, 1), clock: clock.RealClock{}, maxCoalesce: maxCoalesce,
-		set: translate.Set{
-			Clusters:  map[string]*clusterv3.Cluster{},
-			Loads:     map[string]*endpointv3.ClusterLoadAssignment{},
-			Listeners: map[string]*listenerv3.Listener{},
+		published: published{
+			set: translate.Set{
+				Clusters:  map[string]*clusterv3.Cluster{},
+				Loads:     map[string]*endpointv3.ClusterLoadAssignment{},
+				Listeners: map[string]*listenerv3.Listener{},
+			},
+			bySvc: map[k8stypes.NamespacedName][]string{}, owner: map[string]k8stypes.NamespacedName{},
+			endpoints: map[k8stypes.NamespacedName]int{},
 		},
-		bySvc: map[k8stypes.NamespacedName][]string{}, owner: map[string]k8stypes.NamespacedName{},
-		endpoints: map[k8stypes.NamespacedName]int{}, refusalGate: ratelog.Keyed[string]{Limit: refusalLimit},
+		refusalGate: ratelog.Keyed[string]{Limit: refusalLimit},
 	}
 	s.status.Store(&agentstatus.Status{Node: node.Name, Zone: node.Zone, NodeAddresses: []string{}, Phase1: phase1, Phase2: phase2, Listeners: []agentstatus.ListenerStatus{}, CDS: agentstatus.CDSProactive,
 		SettingsErrors: []agentstatus.SettingError{}})
@@ -167,6 +167,16 @@ func (s *syncer) loop(ctx context.Context, rangeChanged func() <-chan struct{}, 
 	}
 }
 
+// input is what a batch of this sync reads: the syncer's listers and views, and the node and
+// phases sync took under the lock.
+func (s *syncer) input(node translate.Node, nodeAddrs []netip.Addr, p1, p2, onDemand, full bool) batchInput {
+	return batchInput{
+		log: s.log, services: s.services, slices: s.slices, pods: s.pods, netns: s.netns,
+		enrolled: s.enroll.capturedPods, index: s.svcIndex, demand: s.demand, unresolved: s.unresolved,
+		node: node, nodeAddrs: nodeAddrs, phase1: p1, phase2: p2, onDemand: onDemand, full: full,
+	}
+}
+
 // sync rebuilds what is dirty and publishes the change. A change that fails validation is
 // not published: the last good resources stay with the proxy, and the error is returned.
 func (s *syncer) sync() error {
@@ -191,9 +201,7 @@ func (s *syncer) sync() error {
 		}
 		listeners = true
 	}
-	b := s.newBatch()
-	b.full = all
-	b.onDemand = mode == agentstatus.CDSOnDemand
+	b := newBatch(s.input(node, nodeAddrs, p1, p2, mode == agentstatus.CDSOnDemand, all), s.published)
 	// Services that are gone first, so a VIP they held is free for the one that took it over.
 	var gone, present []k8stypes.NamespacedName
 	for k := range dirty {
@@ -209,12 +217,13 @@ func (s *syncer) sync() error {
 	slices.SortFunc(gone, byName)
 	slices.SortFunc(present, byName)
 	for _, k := range append(gone, present...) {
-		b.service(k, node, p1)
+		b.service(k)
 	}
 	var lst []agentstatus.ListenerStatus
 	var unresolved int
 	if listeners {
-		lst, unresolved = b.listeners(node, nodeAddrs, p1, p2, b.onDemand)
+		lst, unresolved = b.listeners()
+		s.forgetAmbiguous()
 	}
 	for name, c := range map[string]func() *clusterv3.Cluster{
 		contract.PassthroughCluster: translate.PassthroughOriginalDst,
