@@ -1,16 +1,15 @@
-// Run: the agent's configuration and wiring (clients, informers, syncer, xDS and HTTP servers).
+// Run: the agent's wiring, in named steps over the dependencies they build (as kind's
+// actions share an ActionContext): clients, informers, syncer, handlers, HTTP, caches, the
+// first snapshot, then the xDS and CNI servers.
 
 package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -21,91 +20,71 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/aether-mesh/svclb/agent/internal/netnsfind"
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
 	"github.com/aether-mesh/svclb/internal/enroll"
 	"github.com/aether-mesh/svclb/internal/httpserve"
 	"github.com/aether-mesh/svclb/internal/translate"
-	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/svcindex"
 )
 
 var everything = labels.Everything()
 
-// Config is the agent's configuration; zero values take the defaults noted.
-type Config struct {
-	NodeName      string         // required: the node this agent serves
-	Kubeconfig    string         // empty: in-cluster
-	RestConfig    *rest.Config   // when set, used instead of Kubeconfig
-	XDSSocket     string         // default contract.XDSSocket
-	HTTPAddr      string         // default 127.0.0.1:contract.AgentPort; port 0 picks a free one (see Ready)
-	HTTPLocalAddr string         // a second address serving the same (the DaemonSet: 127.0.0.1, for the node's own readers); empty or HTTPAddr: none
-	NetnsDir      string         // default /var/run/netns
-	Phase1        bool           // default until the ConfigMap says otherwise
-	Phase2        bool           // default until the ConfigMap says otherwise
-	RangeOverride []netip.Prefix // replaces the ServiceCIDR range when set
-	Debounce      time.Duration  // default 50ms: a burst of events makes one push
-	// CDSMode is the default CDS mode until the ConfigMap's "cds" key says otherwise
-	// (default proactive).
-	CDSMode     agentstatus.CDSMode
-	OnDemandMax int    // default DefaultOnDemandMax: cap on the admitted on-demand names
-	DemandFile  string // where the admitted names persist across restarts; empty: nowhere
-	Logger      *slog.Logger
-	// Ready, when set, is called once the agent serves: the first snapshot is built and the
-	// xDS socket is open (/healthz turns 200). httpAddr is the address HTTP was bound to,
-	// the one to use when HTTPAddr's port is 0. It must not block.
-	Ready func(httpAddr net.Addr)
-	// EnrollSocket serves the CNI plugin (enrollment.go); empty: no CNI enrollment, and only
-	// pods labelled contract.CapturedLabel are captured.
-	EnrollSocket string
-	EnrollFile   string // where the CNI-enrolled pods persist across restarts; empty: nowhere
-	// EnrollNamespacesFile is where the agent publishes which namespaces its selector enrolls
-	// (namespaceview.go), so the plugin starts the pods of the others without it; empty: not
-	// published, and the plugin asks the agent about every pod.
-	EnrollNamespacesFile string
+// deps is what Run's steps build, each step for the ones after it.
+type deps struct {
+	cfg Config
+	log *slog.Logger
+
+	// clients
+	client kubernetes.Interface
+	dyn    dynamic.Interface
+	disco  discovery.DiscoveryInterface
+	reg    *prometheus.Registry
+	m      *metrics
+
+	// informers: the cluster-wide factory (Services, EndpointSlices, Namespaces, the index's)
+	// and the node-scoped ones (this node's pods, its Node, the agent ConfigMap)
+	factories  []informers.SharedInformerFactory
+	idx        *svcindex.Index
+	services   coreinformers.ServiceInformer
+	slices     cache.SharedIndexInformer
+	pods       cache.SharedIndexInformer
+	nodes      cache.SharedIndexInformer
+	configMaps cache.SharedIndexInformer
+	namespaces cache.SharedIndexInformer // nil: no CNI enrollment
+
+	// syncer
+	srv  *xdsserver.Server
+	s    *syncer
+	live *liveSettings
+
+	// servers
+	ready  atomic.Bool
+	httpLn net.Listener // the first HTTP listener, whose address Config.Ready is told
+	errc   chan error   // a server that stopped
+	undo   []func()     // run in reverse when Run returns
 }
 
-func (c *Config) defaults() error {
-	if c.NodeName == "" {
-		return errors.New("node name is required")
-	}
-	if c.XDSSocket == "" {
-		c.XDSSocket = contract.XDSSocket
-	}
-	if c.HTTPAddr == "" {
-		c.HTTPAddr = httpserve.PodAddr("", contract.AgentPort)
-	}
-	if c.HTTPLocalAddr == c.HTTPAddr {
-		c.HTTPLocalAddr = ""
-	}
-	if c.NetnsDir == "" {
-		c.NetnsDir = contract.NetnsDir
-	}
-	if c.Debounce == 0 {
-		c.Debounce = 50 * time.Millisecond
-	}
-	if c.CDSMode == "" {
-		c.CDSMode = agentstatus.CDSProactive
-	}
-	if _, err := ParseCDSMode(string(c.CDSMode)); err != nil {
-		return err
-	}
-	if c.OnDemandMax == 0 {
-		c.OnDemandMax = DefaultOnDemandMax
-	}
-	if c.OnDemandMax < 0 {
-		return fmt.Errorf("on-demand max %d: must be positive", c.OnDemandMax)
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	return nil
+// step is one of Run's steps; its error is wrapped with its name.
+type step struct {
+	name string
+	run  func(*deps, context.Context) error
+}
+
+var steps = []step{
+	{"clients", (*deps).clients},
+	{"informers", (*deps).informers},
+	{"syncer", (*deps).syncer},
+	{"event handlers", (*deps).handlers},
+	{"http", (*deps).http},
+	{"informer caches", (*deps).caches},
+	{"first snapshot", (*deps).firstSnapshot},
+	{"servers", (*deps).servers},
 }
 
 // Run runs the agent until ctx ends.
@@ -113,43 +92,63 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
-	log := cfg.Logger
-	restCfg := cfg.RestConfig
+	d := &deps{cfg: cfg, log: cfg.Logger, errc: make(chan error, 4)}
+	defer func() {
+		for i := len(d.undo) - 1; i >= 0; i-- {
+			d.undo[i]()
+		}
+	}()
+	for _, st := range steps {
+		if err := st.run(d, ctx); err != nil {
+			return fmt.Errorf("%s: %w", st.name, err)
+		}
+	}
+	go d.s.loop(ctx, d.idx.Changed, cfg.Debounce)
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-d.errc:
+		return err
+	}
+}
+
+// clients builds the Kubernetes clients and the metrics registry.
+func (d *deps) clients(context.Context) error {
+	restCfg := d.cfg.RestConfig
 	if restCfg == nil {
 		var err error
-		if restCfg, err = restConfig(cfg.Kubeconfig); err != nil {
+		if restCfg, err = restConfig(d.cfg.Kubeconfig); err != nil {
 			return err
 		}
 	}
-	client, err := kubernetes.NewForConfig(restCfg)
-	if err != nil {
+	var err error
+	if d.client, err = kubernetes.NewForConfig(restCfg); err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(restCfg)
-	if err != nil {
+	if d.dyn, err = dynamic.NewForConfig(restCfg); err != nil {
 		return fmt.Errorf("dynamic client: %w", err)
 	}
-	disco, err := discovery.NewDiscoveryClientForConfig(restCfg)
-	if err != nil {
+	if d.disco, err = discovery.NewDiscoveryClientForConfig(restCfg); err != nil {
 		return fmt.Errorf("discovery client: %w", err)
 	}
+	d.reg = prometheus.NewRegistry()
+	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d.m, err = newMetrics(d.reg)
+	return err
+}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m, err := newMetrics(reg)
-	if err != nil {
-		return err
-	}
-
-	factory := informers.NewSharedInformerFactory(client, 0)
+// informers builds the Service index and the informers (not started yet).
+func (d *deps) informers(context.Context) error {
+	cfg := d.cfg
+	factory := informers.NewSharedInformerFactory(d.client, 0)
 	// What kube-proxy does not serve (another proxy's, headless by label) the agent does not either.
 	svcindex.ProxiedOnly(factory)
-	idx, err := svcindex.New(factory, dyn, disco, svcindex.Options{RangeOverride: cfg.RangeOverride, Logger: log})
+	idx, err := svcindex.New(factory, d.dyn, d.disco, svcindex.Options{RangeOverride: cfg.RangeOverride, Logger: d.log})
 	if err != nil {
 		return fmt.Errorf("service index: %w", err)
 	}
 	nodeScoped := func(opts ...informers.SharedInformerOption) informers.SharedInformerFactory {
-		return informers.NewSharedInformerFactoryWithOptions(client, 0, opts...)
+		return informers.NewSharedInformerFactoryWithOptions(d.client, 0, opts...)
 	}
 	podFactory := nodeScoped(informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
@@ -164,50 +163,69 @@ func Run(ctx context.Context, cfg Config) error {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", contract.AgentConfigMap).String()
 	}))
 
-	services := factory.Core().V1().Services()
-	sliceInf := factory.Discovery().V1().EndpointSlices().Informer()
-	if err := sliceInf.AddIndexers(cache.Indexers{byServiceIndex: sliceIndex}); err != nil {
+	d.idx = idx
+	d.factories = []informers.SharedInformerFactory{factory, podFactory, nodeFactory, cmFactory}
+	d.services = factory.Core().V1().Services()
+	d.slices = factory.Discovery().V1().EndpointSlices().Informer()
+	if err := d.slices.AddIndexers(cache.Indexers{byServiceIndex: sliceIndex}); err != nil {
 		return fmt.Errorf("endpointslice index: %w", err)
 	}
-	podInf := podFactory.Core().V1().Pods().Informer()
-	nodeInf := nodeFactory.Core().V1().Nodes().Informer()
-	cmInf := cmFactory.Core().V1().ConfigMaps().Informer()
+	d.pods = podFactory.Core().V1().Pods().Informer()
+	d.nodes = nodeFactory.Core().V1().Nodes().Informer()
+	d.configMaps = cmFactory.Core().V1().ConfigMaps().Informer()
+	if cfg.EnrollSocket != "" {
+		d.namespaces = factory.Core().V1().Namespaces().Informer()
+	}
+	return nil
+}
 
-	srv, err := xdsserver.New(ctx, idx, reg, log)
+// syncer builds the xDS server, the syncer it publishes to, the enrollment and the live
+// settings.
+func (d *deps) syncer(ctx context.Context) error {
+	cfg := d.cfg
+	srv, err := xdsserver.New(ctx, d.idx, d.reg, d.log)
 	if err != nil {
 		return err
 	}
-	s := newSyncer(log, srv, services.Lister(), sliceInf.GetIndexer(), podInf.GetStore(),
-		&netnsfind.Scanner{Dir: cfg.NetnsDir}, idx, m, translate.Node{Name: cfg.NodeName}, cfg.Phase1, cfg.Phase2)
+	s := newSyncer(d.log, srv, d.services.Lister(), d.slices.GetIndexer(), d.pods.GetStore(),
+		&netnsfind.Scanner{Dir: cfg.NetnsDir}, d.idx, d.m, translate.Node{Name: cfg.NodeName}, cfg.Phase1, cfg.Phase2)
 	s.configureDemand(cfg.CDSMode, cfg.OnDemandMax, cfg.DemandFile)
-	var nsInf cache.SharedIndexInformer
-	if cfg.EnrollSocket != "" {
-		nsInf = factory.Core().V1().Namespaces().Informer()
-		if s.enroll, err = newEnrollment(log, cfg.NodeName, podInf.GetStore(), nsInf, cfg.EnrollFile, cfg.EnrollNamespacesFile, reg, s.listenersChanged); err != nil {
+	if d.namespaces != nil {
+		if s.enroll, err = newEnrollment(d.log, cfg.NodeName, d.pods.GetStore(), d.namespaces, cfg.EnrollFile, cfg.EnrollNamespacesFile, d.reg, s.listenersChanged); err != nil {
 			return err
 		}
 	}
 	srv.SetDemandHandler(s)
+	d.srv, d.s = srv, s
+	d.live = newLiveSettings(d.log, defaultSettings(cfg.Phase1, cfg.Phase2, cfg.CDSMode), s.applySettings)
+	return nil
+}
 
-	node := func(o any) {
-		s.setNode(nodeOf(cfg.NodeName, unwrap(o)))
-		if addrs, ok := nodeAddrsOf(cfg.NodeName, unwrap(o)); ok {
-			s.setNodeAddrs(addrs)
-		}
+// nodeChanged hands the syncer what the agent's Node says.
+func (d *deps) nodeChanged(o any) {
+	d.s.setNode(nodeOf(d.cfg.NodeName, unwrap(o)))
+	if addrs, ok := nodeAddrsOf(d.cfg.NodeName, unwrap(o)); ok {
+		d.s.setNodeAddrs(addrs)
 	}
-	live := newLiveSettings(log, defaultSettings(cfg.Phase1, cfg.Phase2, cfg.CDSMode), s.applySettings)
-	settings := func(o any) { live.read(unwrap(o)) }
+}
+
+// settingsChanged reads the agent ConfigMap o.
+func (d *deps) settingsChanged(o any) { d.live.read(unwrap(o)) }
+
+// handlers wires the informers to the syncer.
+func (d *deps) handlers(context.Context) error {
+	s := d.s
 	handlers := []struct {
 		inf         cache.SharedIndexInformer
 		set, delete func(any)
 	}{
-		{services.Informer(), s.serviceChanged, s.serviceChanged},
-		{sliceInf, s.sliceChanged, s.sliceChanged},
-		{podInf, func(any) { s.listenersChanged() }, func(any) { s.listenersChanged() }},
+		{d.services.Informer(), s.serviceChanged, s.serviceChanged},
+		{d.slices, s.sliceChanged, s.sliceChanged},
+		{d.pods, func(any) { s.listenersChanged() }, func(any) { s.listenersChanged() }},
 		// Without its Node the agent has no zone (its addresses stay refused: they were the
 		// node's); without the ConfigMap the defaults decide.
-		{nodeInf, node, func(any) { s.setNode(translate.Node{Name: cfg.NodeName}) }},
-		{cmInf, settings, func(any) { live.read(nil) }},
+		{d.nodes, d.nodeChanged, func(any) { s.setNode(translate.Node{Name: d.cfg.NodeName}) }},
+		{d.configMaps, d.settingsChanged, func(any) { d.live.read(nil) }},
 	}
 	for _, h := range handlers {
 		_, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -217,43 +235,57 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("event handler: %w", err)
 		}
 	}
+	return nil
+}
 
-	var ready atomic.Bool
-	httpLns, err := listenHTTP(cfg.HTTPAddr, cfg.HTTPLocalAddr)
+// http serves /metrics, /healthz and /status from now on: /healthz says 503 until the servers
+// step.
+func (d *deps) http(ctx context.Context) error {
+	lns, err := listenHTTP(d.cfg.HTTPAddr, d.cfg.HTTPLocalAddr)
 	if err != nil {
 		return err
 	}
-	httpLn := httpLns[0]
-	httpCtx, stopHTTP := context.WithCancel(ctx)
-	httpDone := make(chan struct{})
-	errc := make(chan error, 4)
+	d.httpLn = lns[0]
+	httpCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
-		defer close(httpDone)
-		errc <- httpserve.Serve(httpCtx, s.handler(reg, ready.Load), httpserve.Defaults(), httpLns...)
+		defer close(done)
+		d.errc <- httpserve.Serve(httpCtx, d.s.handler(d.reg, d.ready.Load), httpserve.Defaults(), lns...)
 	}()
-	defer func() { stopHTTP(); <-httpDone }()
+	d.undo = append(d.undo, func() { stop(); <-done })
+	return nil
+}
 
-	for _, f := range []informers.SharedInformerFactory{factory, podFactory, nodeFactory, cmFactory} {
+// caches starts the informers and the index and waits until their caches have synced.
+func (d *deps) caches(ctx context.Context) error {
+	for _, f := range d.factories {
 		f.Start(ctx.Done())
 	}
-	go func() { _ = idx.Run(ctx) }()
-	log.Info("waiting for informer caches", "node", cfg.NodeName)
-	synced := []cache.InformerSynced{idx.HasSynced, sliceInf.HasSynced, podInf.HasSynced, nodeInf.HasSynced, cmInf.HasSynced}
-	if nsInf != nil {
-		synced = append(synced, nsInf.HasSynced)
+	go func() { _ = d.idx.Run(ctx) }()
+	d.log.Info("waiting for informer caches", "node", d.cfg.NodeName)
+	synced := []cache.InformerSynced{d.idx.HasSynced, d.slices.HasSynced, d.pods.HasSynced, d.nodes.HasSynced, d.configMaps.HasSynced}
+	if d.namespaces != nil {
+		synced = append(synced, d.namespaces.HasSynced)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return ctx.Err()
 	}
+	return nil
+}
+
+// firstSnapshot builds the first snapshot from the synced caches, before the xDS socket opens:
+// a restarted agent never hands the proxy an empty configuration.
+func (d *deps) firstSnapshot(ctx context.Context) error {
+	s := d.s
 	// The informers' handlers may still be delivering the initial list: read the ConfigMap and
 	// the Node from the synced stores, so the first snapshot already has their phases, CDS mode
 	// and zone (the handlers then find nothing changed).
-	if o, ok, _ := cmInf.GetStore().GetByKey(contract.Namespace + "/" + contract.AgentConfigMap); ok {
-		settings(o)
+	if o, ok, _ := d.configMaps.GetStore().GetByKey(contract.Namespace + "/" + contract.AgentConfigMap); ok {
+		d.settingsChanged(o)
 	}
-	live.startedUp()
-	if o, ok, _ := nodeInf.GetStore().GetByKey(cfg.NodeName); ok {
-		node(o)
+	d.live.startedUp()
+	if o, ok, _ := d.nodes.GetStore().GetByKey(d.cfg.NodeName); ok {
+		d.nodeChanged(o)
 	}
 	// Restored names are re-classified against the synced index and published in the first
 	// snapshot, so a restarted agent or proxy does not make every first connection wait.
@@ -264,57 +296,41 @@ func Run(ctx context.Context, cfg Config) error {
 		s.enroll.publishView(ctx)
 	}
 	if err := s.sync(); err != nil {
-		return fmt.Errorf("first snapshot: %w", err)
+		return err
 	}
 	st := s.status.Load()
-	log.Info("first snapshot built", "clusters", st.Clusters, "endpoints", st.Endpoints, "listeners", len(st.Listeners), "zone", st.Zone,
+	d.log.Info("first snapshot built", "clusters", st.Clusters, "endpoints", st.Endpoints, "listeners", len(st.Listeners), "zone", st.Zone,
 		"cds", st.CDS, "demanded", st.Demanded)
+	return nil
+}
 
+// servers opens the xDS socket and, with enrollment, the CNI plugin's; then the agent is
+// ready.
+func (d *deps) servers(ctx context.Context) error {
+	cfg := d.cfg
 	ln, err := xdsserver.Listen(cfg.XDSSocket)
 	if err != nil {
 		return err
 	}
 	g := grpc.NewServer()
-	srv.Register(g)
-	go func() { errc <- g.Serve(ln) }()
-	defer g.Stop()
-	if s.enroll != nil {
+	d.srv.Register(g)
+	go func() { d.errc <- g.Serve(ln) }()
+	d.undo = append(d.undo, g.Stop)
+	if d.s.enroll != nil {
 		// After the first snapshot: a plugin's ADD is answered by a syncer that runs.
 		eln, err := enroll.Listen(cfg.EnrollSocket)
 		if err != nil {
 			return err
 		}
-		go func() { errc <- enroll.Serve(ctx, eln, s.enroll, log) }()
-		log.Info("serving the CNI plugin", "socket", cfg.EnrollSocket)
+		go func() { d.errc <- enroll.Serve(ctx, eln, d.s.enroll, d.log) }()
+		d.log.Info("serving the CNI plugin", "socket", cfg.EnrollSocket)
 	}
-	ready.Store(true)
-	log.Info("serving xDS and ALS", "socket", cfg.XDSSocket, "http", httpLn.Addr().String(), "httpLocal", cfg.HTTPLocalAddr)
+	d.ready.Store(true)
+	d.log.Info("serving xDS and ALS", "socket", cfg.XDSSocket, "http", d.httpLn.Addr().String(), "httpLocal", cfg.HTTPLocalAddr)
 	if cfg.Ready != nil {
-		cfg.Ready(httpLn.Addr())
+		cfg.Ready(d.httpLn.Addr())
 	}
-
-	go s.loop(ctx, idx.Changed, cfg.Debounce)
-	select {
-	case <-ctx.Done():
-		return nil
-	case err := <-errc:
-		return err
-	}
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		c, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("in-cluster config (set a kubeconfig outside a pod): %w", err)
-		}
-		return c, nil
-	}
-	c, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
-	}
-	return c, nil
+	return nil
 }
 
 // listenHTTP opens the HTTP listeners, addr's first, each capped at the contract's
@@ -330,7 +346,7 @@ func listenHTTP(addr, local string) ([]net.Listener, error) {
 			for _, l := range lns {
 				l.Close()
 			}
-			return nil, fmt.Errorf("http: %w", err)
+			return nil, err
 		}
 		lns = append(lns, ln)
 	}
