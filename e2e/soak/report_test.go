@@ -5,16 +5,42 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/aether-mesh/svclb/internal/testing/golden"
 )
 
-// TestWrite renders a judged record: every section is there, the failure
-// reasons of a failed run come first.
-func TestWrite(t *testing.T) {
+// reportRecord is record() judged, with a sample, a split and snapshots.
+func reportRecord() *Record {
 	r := record()
 	r.Samples = []Sample{{Time: at(1), Node: "w1", Agent: Proc{PID: 1, RSS: 10 << 20}, Proxy: Proc{PID: 2, RSS: 20 << 20}}}
 	r.Figures.Split = []SplitRow{{Node: "w1", Svc: 90, Passthrough: 10}}
 	r.Figures.Snapshots = []Snapshot{{When: "setup, proactive", Node: "w1", SvcClusters: 40, CDSBytes: 30000, EDSBytes: 10000}, {When: "end", Node: "w1", SvcClusters: 5, CDSBytes: 3000, EDSBytes: 1000}}
 	Analyze(r)
+	return r
+}
+
+// TestWriteGolden: both reports of reportRecord, byte for byte (times in UTC).
+func TestWriteGolden(t *testing.T) {
+	defer func(l *time.Location) { time.Local = l }(time.Local)
+	time.Local = time.UTC
+	dir := t.TempDir()
+	if err := Write(dir, reportRecord(), 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"report.md", "report.html"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden.Check(t, filepath.Join("testdata", name+".golden"), b)
+	}
+}
+
+// TestWrite renders a judged record: every section is there, the failure
+// reasons of a failed run come first.
+func TestWrite(t *testing.T) {
+	r := reportRecord()
 	dir := t.TempDir()
 	if err := Write(dir, r, 0); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aether-mesh/svclb/e2e/perf/internal/result"
+	"github.com/aether-mesh/svclb/internal/testing/golden"
 )
 
 func sample() []float64 { return []float64{12, 25, 18, 40, 9} }
@@ -17,23 +18,7 @@ func sample() []float64 { return []float64{12, 25, 18, 40, 9} }
 // distribution; labels are escaped in the HTML.
 func TestRender(t *testing.T) {
 	dir := t.TempDir()
-	h := result.Header{Started: time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC), Duration: time.Minute, Proxy: "builtin",
-		LoadBefore: result.Load{At: time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC), Load1: 9.5, CPUs: 2}, Notes: []string{"a <note>"}}
-	kp := []float64{900, 1100, 1000, 1500, 800}
-	ec := &result.EndpointChange{Header: h, Interval: 10 * time.Millisecond,
-		Ready:         result.Pair{Agent: result.NewDist(sample()), KubeProxy: result.NewDist(kp)},
-		Gone:          result.Pair{Agent: result.NewDist(sample()), KubeProxy: result.NewDist([]float64{100, 100, 100, 100, 100})},
-		ReadyFromFlip: result.Pair{Agent: result.NewDist([]float64{-7, -3, 8, 30, 50}), KubeProxy: result.NewDist(kp)},
-		GoneFromFlip:  result.Pair{Agent: result.NewDist(sample()), KubeProxy: result.NewDist(kp)}}
-	ns := &result.NewService{Header: h, FromSlice: result.NewPair(sample(), append(kp, 31000), []bool{5: true})}
-	sc := &result.Scale{Header: h, Services: 5000, EndpointsPer: 3, Nodes: []result.NodeScale{{Node: "w1",
-		Agent:     result.Side{Programmed: time.Minute, CPUSeconds: 2, RSS: 80 << 20},
-		KubeProxy: result.Side{Programmed: 2 * time.Minute, CPUSeconds: 10, RSS: 100 << 20}}}}
-	for name, v := range map[string]any{result.EndpointChangeFile: ec, result.NewServiceFile: ns, result.ScaleFile(5000): sc} {
-		if err := result.Write(dir, name, v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeResults(t, dir)
 	if err := Render(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +52,46 @@ func TestRender(t *testing.T) {
 	}
 	if !strings.Contains(string(html), "a &lt;note&gt;") || strings.Contains(string(html), "a <note>") {
 		t.Error("report.html: a note is not escaped")
+	}
+}
+
+// writeResults writes one result of each measurement into dir, as the suite writes them.
+func writeResults(t *testing.T, dir string) {
+	t.Helper()
+	h := result.Header{Started: time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC), Duration: time.Minute, Proxy: "builtin",
+		LoadBefore: result.Load{At: time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC), Load1: 9.5, CPUs: 2}, Notes: []string{"a <note>"}}
+	kp := []float64{900, 1100, 1000, 1500, 800}
+	ec := &result.EndpointChange{Header: h, Interval: 10 * time.Millisecond,
+		Ready:         result.Pair{Agent: result.NewDist(sample()), KubeProxy: result.NewDist(kp)},
+		Gone:          result.Pair{Agent: result.NewDist(sample()), KubeProxy: result.NewDist([]float64{100, 100, 100, 100, 100})},
+		ReadyFromFlip: result.Pair{Agent: result.NewDist([]float64{-7, -3, 8, 30, 50}), KubeProxy: result.NewDist(kp)},
+		GoneFromFlip:  result.Pair{Agent: result.NewDist(sample()), KubeProxy: result.NewDist(kp)}}
+	ns := &result.NewService{Header: h, FromSlice: result.NewPair(sample(), append(kp, 31000), []bool{5: true})}
+	sc := &result.Scale{Header: h, Services: 5000, EndpointsPer: 3, Nodes: []result.NodeScale{{Node: "w1",
+		Agent:     result.Side{Programmed: time.Minute, CPUSeconds: 2, RSS: 80 << 20},
+		KubeProxy: result.Side{Programmed: 2 * time.Minute, CPUSeconds: 10, RSS: 100 << 20}}}}
+	for name, v := range map[string]any{result.EndpointChangeFile: ec, result.NewServiceFile: ns, result.ScaleFile(5000): sc} {
+		if err := result.Write(dir, name, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRenderGolden: both reports of writeResults' results, byte for byte (times in UTC).
+func TestRenderGolden(t *testing.T) {
+	defer func(l *time.Location) { time.Local = l }(time.Local)
+	time.Local = time.UTC
+	dir := t.TempDir()
+	writeResults(t, dir)
+	if err := Render(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"report.md", "report.html"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden.Check(t, filepath.Join("testdata", name+".golden"), b)
 	}
 }
 
