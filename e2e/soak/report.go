@@ -1,17 +1,16 @@
 package soak
 
 import (
-	"bytes"
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	htmltemplate "html/template"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	texttemplate "text/template"
 	"time"
+
+	"github.com/aether-mesh/svclb/e2e/internal/kit/render"
 )
 
 //go:embed report.md.tmpl
@@ -27,7 +26,7 @@ type Report struct {
 	Took     time.Duration
 	Faults   []FaultRow
 	Charts   []NamedChart
-	RSS      *Chart
+	RSS      *render.Chart
 	Snapshot []SnapshotRow
 	Redel    []RedelRow
 	// Allowed sums the allowed failures by window, client, target and
@@ -69,7 +68,7 @@ type FaultRow struct {
 // NamedChart is a chart with its caption.
 type NamedChart struct {
 	Name  string
-	Chart *Chart
+	Chart *render.Chart
 }
 
 // SnapshotRow compares a node's snapshot in proactive mode with on-demand.
@@ -227,7 +226,6 @@ var funcs = map[string]any{
 	"pct":  func(f float64) string { return fmt.Sprintf("%.1f %%", 100*f) },
 	"kib":  func(n int) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) },
 	"mib":  func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) },
-	"join": strings.Join,
 	"clock": func(t time.Time) string {
 		if t.IsZero() {
 			return "—"
@@ -265,6 +263,9 @@ var funcs = map[string]any{
 	"gib": func(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) },
 }
 
+// page is the soak's report.md and report.html.
+var page = render.MustPage(mdTemplate, htmlTemplate, funcs)
+
 // Write writes soak.json, report.md and report.html into dir.
 func Write(dir string, rec *Record, took time.Duration) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -277,43 +278,5 @@ func Write(dir string, rec *Record, took time.Duration) error {
 	if err := os.WriteFile(filepath.Join(dir, "soak.json"), b, 0o644); err != nil {
 		return err
 	}
-	rp := NewReport(rec, took)
-	md, err := RenderMarkdown(rp)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "report.md"), md, 0o644); err != nil {
-		return err
-	}
-	html, err := RenderHTML(rp)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "report.html"), html, 0o644)
-}
-
-// RenderMarkdown renders report.md.
-func RenderMarkdown(rp *Report) ([]byte, error) {
-	t, err := texttemplate.New("md").Funcs(funcs).Parse(mdTemplate)
-	if err != nil {
-		return nil, err
-	}
-	var b bytes.Buffer
-	if err := t.Execute(&b, rp); err != nil {
-		return nil, fmt.Errorf("report.md: %w", err)
-	}
-	return b.Bytes(), nil
-}
-
-// RenderHTML renders report.html.
-func RenderHTML(rp *Report) ([]byte, error) {
-	t, err := htmltemplate.New("html").Funcs(funcs).Parse(htmlTemplate)
-	if err != nil {
-		return nil, err
-	}
-	var b bytes.Buffer
-	if err := t.Execute(&b, rp); err != nil {
-		return nil, fmt.Errorf("report.html: %w", err)
-	}
-	return b.Bytes(), nil
+	return page.WriteFiles(dir, NewReport(rec, took))
 }

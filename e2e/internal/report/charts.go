@@ -1,3 +1,5 @@
+// Chart geometry: the shapes of the leg cards' charts (render.Chart).
+
 package report
 
 import (
@@ -7,45 +9,8 @@ import (
 	"time"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/e2e/internal/kit/render"
 )
-
-// Chart is an inline SVG drawing kept as plain shapes: report.html.tmpl
-// writes the markup, so html/template escapes every label and the page needs
-// no script or external asset.
-type Chart struct {
-	W, H    int
-	Lines   []Line
-	Rects   []Rect
-	Circles []Circle
-	Texts   []Text
-}
-
-// Line is a rule or a stage marker.
-type Line struct {
-	X1, Y1, X2, Y2 int
-	Color          string
-	Dashed         bool
-}
-
-// Rect is a bar; Title is its tooltip.
-type Rect struct {
-	X, Y, W, H   int
-	Color, Title string
-}
-
-// Circle is one connection of a timeline.
-type Circle struct {
-	X, Y         int
-	Color, Title string
-}
-
-// Text is a label; End anchors it at its right end.
-type Text struct {
-	X, Y  int
-	S     string
-	End   bool
-	Muted bool
-}
 
 // Every chart is as wide as one side of a leg card; labels take the left part.
 const (
@@ -66,26 +31,26 @@ const (
 
 // barChart draws one horizontal bar per label, scaled to scale so that two
 // charts drawn with the same scale compare at a glance.
-func barChart(labels []string, values []float64, scale float64, color, unit string) *Chart {
+func barChart(labels []string, values []float64, scale float64, color, unit string) *render.Chart {
 	const rowH, barH, barW = 18, 12, 250
 	if scale <= 0 {
 		scale = 1
 	}
-	c := &Chart{W: chartW, H: rowH*len(labels) + 4}
+	c := &render.Chart{W: chartW, H: rowH*len(labels) + 4}
 	for i, l := range labels {
 		y := i*rowH + 3
 		w := int(float64(barW) * values[i] / scale)
-		c.Rects = append(c.Rects, Rect{X: labelW, Y: y, W: w, H: barH, Color: color, Title: fmt.Sprintf("%s: %g%s", l, values[i], unit)})
+		c.Rects = append(c.Rects, render.Rect{X: labelW, Y: y, W: w, H: barH, Color: color, Title: fmt.Sprintf("%s: %g%s", l, values[i], unit)})
 		c.Texts = append(c.Texts,
-			Text{X: labelW - 6, Y: y + barH - 2, S: trim(l, 34), End: true},
-			Text{X: labelW + w + 4, Y: y + barH - 2, S: fmt.Sprintf("%g", values[i])})
+			render.Text{X: labelW - 6, Y: y + barH - 2, S: trim(l, 34), End: true},
+			render.Text{X: labelW + w + 4, Y: y + barH - 2, S: fmt.Sprintf("%g", values[i])})
 	}
 	return c
 }
 
 // backendChart is a run's replies per backend over the labels of both runs
 // of its leg, so red and green show the same rows on the same scale.
-func backendChart(r *evidence.Run, labels []string, scale float64) *Chart {
+func backendChart(r *evidence.Run, labels []string, scale float64) *render.Chart {
 	if r == nil || len(labels) == 0 {
 		return nil
 	}
@@ -96,7 +61,7 @@ func backendChart(r *evidence.Run, labels []string, scale float64) *Chart {
 	return barChart(labels, values, scale, colorReply, " replies")
 }
 
-func phaseChart(ph []evidence.Phase) *Chart {
+func phaseChart(ph []evidence.Phase) *render.Chart {
 	if len(ph) == 0 {
 		return nil
 	}
@@ -124,7 +89,7 @@ var outcomes = []struct {
 
 // outcomeChart is one bar split by what the run's attempts got, with the
 // counts in its legend: red and green differ here first.
-func outcomeChart(r *evidence.Run) *Chart {
+func outcomeChart(r *evidence.Run) *render.Chart {
 	if r == nil || r.Attempts == 0 {
 		return nil
 	}
@@ -135,7 +100,7 @@ func outcomeChart(r *evidence.Run) *Chart {
 		sum += o.count(r)
 	}
 	total = max(total, sum)
-	c := &Chart{W: chartW, H: barH + 26, Rects: []Rect{{W: barW, H: barH, Color: colorRule, Title: fmt.Sprintf("%d tries", r.Attempts)}}}
+	c := &render.Chart{W: chartW, H: barH + 26, Rects: []render.Rect{{W: barW, H: barH, Color: colorRule, Title: fmt.Sprintf("%d tries", r.Attempts)}}}
 	x, lx := 0, 0
 	for _, o := range outcomes {
 		n := o.count(r)
@@ -145,9 +110,9 @@ func outcomeChart(r *evidence.Run) *Chart {
 		w := barW * n / total
 		label := fmt.Sprintf("%s %d", o.name, n)
 		c.Rects = append(c.Rects,
-			Rect{X: x, W: w, H: barH, Color: o.color, Title: fmt.Sprintf("%s: %d of %d tries", o.name, n, r.Attempts)},
-			Rect{X: lx, Y: barH + 8, W: 10, H: 10, Color: o.color})
-		c.Texts = append(c.Texts, Text{X: lx + 14, Y: barH + 17, S: label})
+			render.Rect{X: x, W: w, H: barH, Color: o.color, Title: fmt.Sprintf("%s: %d of %d tries", o.name, n, r.Attempts)},
+			render.Rect{X: lx, Y: barH + 8, W: 10, H: 10, Color: o.color})
+		c.Texts = append(c.Texts, render.Text{X: lx + 14, Y: barH + 17, S: label})
 		x += w
 		lx += 14 + 7*len(label) + 12
 	}
@@ -185,7 +150,7 @@ var stateColor = map[string]string{"ready": colorReply, "terminating": colorClos
 // timelineChart draws one dot per connection: x = time since the run
 // started (both runs of a leg share end), y = backend or outcome, color =
 // the backend's state then; dashed lines mark stage changes.
-func timelineChart(r *evidence.Run, rows []string, end time.Duration) *Chart {
+func timelineChart(r *evidence.Run, rows []string, end time.Duration) *render.Chart {
 	if r == nil || len(r.Timeline) == 0 {
 		return nil
 	}
@@ -194,13 +159,13 @@ func timelineChart(r *evidence.Run, rows []string, end time.Duration) *Chart {
 		end = time.Second
 	}
 	plotB := top + rowH*len(rows)
-	c := &Chart{W: chartW, H: plotB + 42}
+	c := &render.Chart{W: chartW, H: plotB + 42}
 	x := func(d time.Duration) int { return labelW + int(float64(plotW)*float64(d)/float64(end)) }
 	row := map[string]int{}
 	for i, name := range rows {
 		row[name] = top + i*rowH + rowH/2
-		c.Texts = append(c.Texts, Text{X: labelW - 6, Y: row[name] + 4, S: trim(name, 34), End: true})
-		c.Lines = append(c.Lines, Line{X1: labelW, Y1: row[name], X2: labelW + plotW, Y2: row[name], Color: colorRule})
+		c.Texts = append(c.Texts, render.Text{X: labelW - 6, Y: row[name] + 4, S: trim(name, 34), End: true})
+		c.Lines = append(c.Lines, render.Line{X1: labelW, Y1: row[name], X2: labelW + plotW, Y2: row[name], Color: colorRule})
 	}
 	stage, n := "", 0
 	for _, s := range r.Timeline {
@@ -209,25 +174,25 @@ func timelineChart(r *evidence.Run, rows []string, end time.Duration) *Chart {
 			// Alternate two label lines so that close stages do not overlap.
 			ly := plotB + 12 + 12*(n%2)
 			lx, pastMiddle := x(s.At), x(s.At) > labelW+plotW/2
-			c.Lines = append(c.Lines, Line{X1: lx, Y1: 2, X2: lx, Y2: ly + 2, Color: colorStage, Dashed: true})
+			c.Lines = append(c.Lines, render.Line{X1: lx, Y1: 2, X2: lx, Y2: ly + 2, Color: colorStage, Dashed: true})
 			if pastMiddle {
 				lx -= 4
 			} else {
 				lx += 3
 			}
-			c.Texts = append(c.Texts, Text{X: lx, Y: ly, S: trim(stage, 30), End: pastMiddle, Muted: true})
+			c.Texts = append(c.Texts, render.Text{X: lx, Y: ly, S: trim(stage, 30), End: pastMiddle, Muted: true})
 			n++
 		}
 		color, ok := stateColor[s.BackendState]
 		if !ok {
 			color = colorRefused
 		}
-		c.Circles = append(c.Circles, Circle{X: x(s.At), Y: row[rowKey(s)], Color: color,
+		c.Circles = append(c.Circles, render.Circle{X: x(s.At), Y: row[rowKey(s)], Color: color,
 			Title: fmt.Sprintf("%s %s %s %s", s.At.Round(time.Millisecond), s.Backend, s.BackendState, s.Outcome)})
 	}
 	c.Texts = append(c.Texts,
-		Text{X: labelW, Y: c.H - 2, S: "0", Muted: true},
-		Text{X: labelW + plotW, Y: c.H - 2, S: end.Round(100 * time.Millisecond).String(), End: true, Muted: true})
+		render.Text{X: labelW, Y: c.H - 2, S: "0", Muted: true},
+		render.Text{X: labelW + plotW, Y: c.H - 2, S: end.Round(100 * time.Millisecond).String(), End: true, Muted: true})
 	return c
 }
 

@@ -17,6 +17,7 @@
 //
 // Files, one job each: input.go (Input and what Ginkgo's report says),
 // verdict.go (selection and verdict), model.go (the Report), text.go (cell
-// and evidence text), charts.go (chart geometry), markdown.go and html.go
-// (the templates), files.go (reading the evidence, writing the reports).
+// and evidence text), charts.go (chart geometry, drawn as e2e/internal/kit/render
+// charts), page.go (the templates, a render.Page), files.go (reading the
+// evidence, writing the reports).
 package report

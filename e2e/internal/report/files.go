@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 )
@@ -34,26 +32,4 @@ func Load(dir, ginkgoJSON string) (Input, error) {
 }
 
 // WriteFiles writes report.md and report.html into dir.
-func WriteFiles(dir string, r Report) error {
-	for _, f := range []struct {
-		name   string
-		render func(io.Writer) error
-	}{{"report.md", r.Markdown}, {"report.html", r.HTML}} {
-		if err := writeFile(filepath.Join(dir, f.name), f.render); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func writeFile(path string, render func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
-	}
-	err = render(f)
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("close %s: %w", path, cerr)
-	}
-	return err
-}
+func WriteFiles(dir string, r Report) error { return page.WriteFiles(dir, r) }

@@ -9,6 +9,7 @@ import (
 	"github.com/onsi/ginkgo/v2/types"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/e2e/internal/kit/render"
 )
 
 // Report is everything report.md and report.html show, computed once from
@@ -27,7 +28,7 @@ type Report struct {
 	SuiteFailures []string
 	Legs          []Leg
 	Phases        []Phase
-	PhaseChart    *Chart
+	PhaseChart    *render.Chart
 	// Programming and CNILatency are the figures, when they ran.
 	Programming *Figure
 	CNILatency  *Figure
@@ -100,7 +101,7 @@ type Side struct {
 	// Refusals are the agent's records of refused connections, one per
 	// target the leg expects refused.
 	Refusals                     []string
-	Outcomes, Backends, Timeline *Chart
+	Outcomes, Backends, Timeline *render.Chart
 }
 
 // Phase is one line of phases.tsv.

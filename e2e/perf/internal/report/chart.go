@@ -1,38 +1,14 @@
+// Charts: the latency distributions (render.Chart).
+
 package report
 
 import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/aether-mesh/svclb/e2e/internal/kit/render"
 )
-
-// Chart is an inline SVG drawing kept as plain shapes.
-type Chart struct {
-	W, H  int
-	Lines []Line
-	Paths []Path
-	Texts []Text
-}
-
-// Line is a rule.
-type Line struct {
-	X1, Y1, X2, Y2 int
-	Color          string
-}
-
-// Path is a polyline; Title is its tooltip.
-type Path struct {
-	Points       string
-	Color, Title string
-}
-
-// Text is a label; End anchors it at its right end.
-type Text struct {
-	X, Y  int
-	S     string
-	End   bool
-	Color string
-}
 
 const (
 	colorAgent     = "#1f6feb"
@@ -40,7 +16,6 @@ const (
 	// colorKubeProxyAll: kube-proxy with the changes its failed syncs stalled.
 	colorKubeProxyAll = "#e8b98a"
 	colorRule         = "#e1e4e8"
-	colorMuted        = "#57606a"
 )
 
 // series is one distribution to draw.
@@ -55,7 +30,7 @@ type series struct {
 // largest; samples below 1 ms are drawn at 1 ms), y the share of changes
 // that took at most that long. The agent's and kube-proxy's sit a decade
 // or more apart, which a linear axis would squash.
-func cdfChart(ss ...series) *Chart {
+func cdfChart(ss ...series) *render.Chart {
 	const w, h, left, right, top, bottom = 560, 230, 44, 16, 10, 46
 	maxV := 1.0
 	for _, s := range ss {
@@ -72,15 +47,15 @@ func cdfChart(ss ...series) *Chart {
 		return left + int(float64(plotW)*math.Log10(math.Max(ms, 1))/float64(decades))
 	}
 	y := func(frac float64) int { return top + plotH - int(float64(plotH)*frac) }
-	c := &Chart{W: w, H: h}
+	c := &render.Chart{W: w, H: h}
 	for d := 0; d <= decades; d++ {
 		xd := left + plotW*d/decades
-		c.Lines = append(c.Lines, Line{X1: xd, Y1: top, X2: xd, Y2: top + plotH, Color: colorRule})
-		c.Texts = append(c.Texts, Text{X: xd, Y: top + plotH + 14, S: msLabel(math.Pow(10, float64(d))), Color: colorMuted})
+		c.Lines = append(c.Lines, render.Line{X1: xd, Y1: top, X2: xd, Y2: top + plotH, Color: colorRule})
+		c.Texts = append(c.Texts, render.Text{X: xd, Y: top + plotH + 14, S: msLabel(math.Pow(10, float64(d))), Color: render.MutedColor})
 	}
 	for _, f := range []float64{0, 0.5, 0.9, 0.99, 1} {
-		c.Lines = append(c.Lines, Line{X1: left, Y1: y(f), X2: left + plotW, Y2: y(f), Color: colorRule})
-		c.Texts = append(c.Texts, Text{X: left - 4, Y: y(f) + 4, S: fmt.Sprintf("p%g", f*100), End: true, Color: colorMuted})
+		c.Lines = append(c.Lines, render.Line{X1: left, Y1: y(f), X2: left + plotW, Y2: y(f), Color: colorRule})
+		c.Texts = append(c.Texts, render.Text{X: left - 4, Y: y(f) + 4, S: fmt.Sprintf("p%g", f*100), End: true, Color: render.MutedColor})
 	}
 	lx := left
 	for _, s := range ss {
@@ -95,11 +70,11 @@ func cdfChart(ss ...series) *Chart {
 			prev = yi
 		}
 		pts = append(pts, fmt.Sprintf("%d,%d", left+plotW, prev))
-		c.Paths = append(c.Paths, Path{Points: strings.Join(pts, " "), Color: s.color,
+		c.Polylines = append(c.Polylines, render.Polyline{Points: strings.Join(pts, " "), Color: s.color, Width: 2,
 			Title: fmt.Sprintf("%s: %d samples, %s … %s", s.name, len(s.samples), msLabel(s.samples[0]), msLabel(s.samples[len(s.samples)-1]))})
 		label := fmt.Sprintf("%s (n=%d)", s.name, len(s.samples))
-		c.Lines = append(c.Lines, Line{X1: lx, Y1: h - 10, X2: lx + 18, Y2: h - 10, Color: s.color})
-		c.Texts = append(c.Texts, Text{X: lx + 22, Y: h - 6, S: label})
+		c.Lines = append(c.Lines, render.Line{X1: lx, Y1: h - 10, X2: lx + 18, Y2: h - 10, Color: s.color})
+		c.Texts = append(c.Texts, render.Text{X: lx + 22, Y: h - 6, S: label})
 		lx += 22 + 7*len(label) + 16
 	}
 	return c

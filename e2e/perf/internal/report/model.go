@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/aether-mesh/svclb/e2e/internal/kit/render"
 	"github.com/aether-mesh/svclb/e2e/perf/internal/result"
 )
 
@@ -25,22 +26,15 @@ type Section struct {
 	Title  string
 	Intro  string
 	Load   string // the machine's load around it
-	Tables []Table
+	Tables []render.Table
 	Charts []Figure
 	Notes  []string
-}
-
-// Table is a plain table.
-type Table struct {
-	Caption string
-	Header  []string
-	Rows    [][]string
 }
 
 // Figure is a chart and its caption (HTML only).
 type Figure struct {
 	Caption string
-	Chart   *Chart
+	Chart   *render.Chart
 }
 
 // Build makes the model from the results found.
@@ -110,7 +104,7 @@ func changeSection(title string, ec *result.EndpointChange) Section {
 			"Clock of the second: just before the test's API write of the gate, which precedes both paths; both then carry the kubelet's and the "+
 			"EndpointSlice controller's part, so its ratios are higher than the paths' own. Other Services on the cluster: %d.", ec.Ready.Agent.N, ec.Interval, ec.Services),
 		Load: loadLine(ec.Header),
-		Tables: []Table{{Caption: "from the slice event", Header: distHeader,
+		Tables: []render.Table{{Caption: "from the slice event", Header: distHeader,
 			Rows: slices.Concat(pairRows("ready", ec.Ready, ec.Interval), pairRows("gone", ec.Gone, ec.Interval))}},
 		Charts: []Figure{
 			{Caption: "a new endpoint becomes ready: time from the slice event to its first reply", Chart: cdfChart(pairSeries(ec.Ready)...)},
@@ -119,7 +113,7 @@ func changeSection(title string, ec *result.EndpointChange) Section {
 		Notes: ec.Notes,
 	}
 	if ec.ReadyFromFlip.Agent.N > 0 {
-		s.Tables = append(s.Tables, Table{Caption: "from the gate's API write", Header: distHeader,
+		s.Tables = append(s.Tables, render.Table{Caption: "from the gate's API write", Header: distHeader,
 			Rows: slices.Concat(pairRows("ready", ec.ReadyFromFlip, ec.Interval), pairRows("gone", ec.GoneFromFlip, ec.Interval))})
 		s.Charts = append(s.Charts,
 			Figure{Caption: "ready: time from the gate's API write to the first reply", Chart: cdfChart(pairSeries(ec.ReadyFromFlip)...)},
@@ -176,7 +170,7 @@ func newServiceSection(ns *result.NewService) Section {
 		Intro: fmt.Sprintf("%d times, a Service (cut; meshed client) and its twin (kube-proxy; plain client) created at once at addresses the clients already dial, every %s. "+
 			"From each Service's first EndpointSlice event with a ready endpoint, and from just before its Create call, to the first reply.", ns.FromSlice.Agent.N, ns.Interval),
 		Load: loadLine(ns.Header),
-		Tables: []Table{{Header: []string{"clock", "path", "n", "p50", "p90", "p99", "min", "max"},
+		Tables: []render.Table{{Header: []string{"clock", "path", "n", "p50", "p90", "p99", "min", "max"},
 			Rows: slices.Concat(pairRows("slice event", ns.FromSlice, ns.Interval), pairRows("Create", ns.FromCreate, ns.Interval))}},
 		Charts: []Figure{{Caption: "new Service: time from the slice event to the first reply", Chart: cdfChart(pairSeries(ns.FromSlice)...)}},
 		Notes:  ns.Notes,
@@ -209,7 +203,7 @@ func scaleSection(s *result.Scale) Section {
 	if s.Broke != "" {
 		sec.Notes = append([]string{"Stopped: " + s.Broke}, sec.Notes...)
 	}
-	t := Table{Header: []string{"node", "programmed: agent", "kube-proxy", "CPU s: agent", "kube-proxy", "ratio", "VmRSS: agent", "kube-proxy", "ratio",
+	t := render.Table{Header: []string{"node", "programmed: agent", "kube-proxy", "CPU s: agent", "kube-proxy", "ratio", "VmRSS: agent", "kube-proxy", "ratio",
 		"config dump: proactive", "on-demand"}}
 	for _, n := range s.Nodes {
 		if n.Agent.Programmed == 0 && n.KubeProxy.Programmed == 0 {
@@ -223,7 +217,7 @@ func scaleSection(s *result.Scale) Section {
 	if len(t.Rows) > 0 {
 		sec.Tables = append(sec.Tables, t)
 	}
-	r := Table{Caption: "restarted with every object present (a node joining): from the new container's start", Header: []string{"node", "program", "programmed in", "CPU s", "VmRSS", "VmHWM"}}
+	r := render.Table{Caption: "restarted with every object present (a node joining): from the new container's start", Header: []string{"node", "program", "programmed in", "CPU s", "VmRSS", "VmHWM"}}
 	for _, n := range s.Nodes {
 		for _, x := range []struct {
 			name string
