@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/e2e/internal/kit"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/diagnostics"
@@ -46,31 +46,21 @@ type config struct {
 
 func loadConfig() config {
 	repo, _ := filepath.Abs("..")
-	c := config{
-		enabled:     os.Getenv("SVCLB_E2E") == "1",
-		kubeconfig:  getenv("SVCLB_KUBECONFIG", filepath.Join(repo, "_output", "kubeconfig")),
-		cluster:     getenv("SVCLB_CLUSTER", "svclb"),
-		artifacts:   getenv("SVCLB_ARTIFACTS", filepath.Join(repo, "_artifacts")),
-		proxy:       getenv("SVCLB_PROXY", manifests.ProxyBuiltin),
-		proxyChoice: os.Getenv("SVCLB_PROXY_CHOICE"),
-		envoyImage:  os.Getenv("SVCLB_ENVOY_IMAGE"),
-		kindVersion: getenv("SVCLB_KIND_VERSION", "unknown"),
-		envoyVer:    getenv("SVCLB_ENVOY_VERSION", "unknown"),
-		keep:        os.Getenv("KEEP_CLUSTER") == "1",
-		start:       time.Now(),
+	var e kit.Env
+	return config{
+		enabled:     e.On("SVCLB_E2E"),
+		kubeconfig:  e.String("SVCLB_KUBECONFIG", filepath.Join(repo, "_output", "kubeconfig")),
+		cluster:     e.String("SVCLB_CLUSTER", "svclb"),
+		artifacts:   e.String("SVCLB_ARTIFACTS", filepath.Join(repo, "_artifacts")),
+		proxy:       e.String("SVCLB_PROXY", manifests.ProxyBuiltin),
+		proxyChoice: e.String("SVCLB_PROXY_CHOICE", ""),
+		envoyImage:  e.String("SVCLB_ENVOY_IMAGE", ""),
+		kindVersion: e.String("SVCLB_KIND_VERSION", "unknown"),
+		envoyVer:    e.String("SVCLB_ENVOY_VERSION", "unknown"),
+		keep:        e.On("KEEP_CLUSTER"),
+		// make passes the time it started so progress lines count from there.
+		start: e.Start("SVCLB_E2E_START"),
 	}
-	// make passes the time it started so progress lines count from there.
-	if s, err := strconv.ParseInt(os.Getenv("SVCLB_E2E_START"), 10, 64); err == nil && s > 0 {
-		c.start = time.Unix(s, 0)
-	}
-	return c
-}
-
-func getenv(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 var (
@@ -100,17 +90,19 @@ func (s *state) clientOn(node string) *corev1.Pod {
 	return nil
 }
 
+// prog is the suite's progress: on stderr, and in the artifacts once TestMain knows them.
+var prog = kit.NewProgress("e2e", time.Now(), "")
+
 // progress prints one line with the elapsed time since make started: long
 // steps must show they are alive.
-func progress(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[e2e %7.1fs] %s\n", time.Since(cfg.start).Seconds(), fmt.Sprintf(format, args...))
-}
+func progress(format string, args ...any) { prog.Printf(format, args...) }
 
 func TestMain(m *testing.M) {
 	cfg = loadConfig()
 	if !cfg.enabled {
 		os.Exit(m.Run()) // TestE2E skips
 	}
+	prog = kit.NewProgress("e2e", cfg.start, cfg.artifacts)
 	suite = &state{evidence: evidence.Dir(cfg.artifacts), legsNS: "svclb-e2e"}
 	// First, so that even a run whose setup fails lists its legs in order.
 	if err := suite.evidence.WriteOrder(legOrder); err != nil {
@@ -168,23 +160,19 @@ func setupFuncs() []env.Func {
 // keeps the Cluster cluster.Connect stored in the context for the legs.
 func step(name string, f env.Func) env.Func {
 	return func(ctx context.Context, c *envconf.Config) (context.Context, error) {
-		progress("%s", name)
-		t0 := time.Now()
-		ctx, err := f(ctx, c)
-		d := time.Since(t0)
+		d, err := prog.Step(name, func() (err error) {
+			ctx, err = f(ctx, c)
+			return err
+		})
 		if cl, cerr := cluster.From(ctx); cerr == nil {
 			suite.cluster = cl
 		}
 		_ = suite.evidence.AddPhase(name, d)
 		if err != nil {
-			err = fmt.Errorf("%s: %w", name, err)
-			progress("%s FAILED after %s: %v", name, d.Round(100*time.Millisecond), err)
 			_ = suite.evidence.WriteFailure(err.Error())
 			dumpDiagnostics(ctx, name+" failed", name)
-			return ctx, err
 		}
-		progress("%s done in %s", name, d.Round(100*time.Millisecond))
-		return ctx, nil
+		return ctx, err
 	}
 }
 

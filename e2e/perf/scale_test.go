@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -36,20 +35,9 @@ const (
 	programAfterCreate = 3 * time.Minute
 )
 
-// createWithin bounds creating a size's objects (SVCLB_PERF_CREATE_WITHIN), so that a run,
-// creating and deleting included, ends within about 12 minutes. A size whose objects take
-// longer to create does not fit the cluster's host; the run says how far it got.
-var createWithin = func() time.Duration {
-	d, err := time.ParseDuration(os.Getenv("SVCLB_PERF_CREATE_WITHIN"))
-	if err != nil || d <= 0 {
-		return 6 * time.Minute
-	}
-	return d
-}()
-
 // programWithin bounds creating and programming one size, so that a size that does not fit
 // stops within that time and says where.
-var programWithin = createWithin + programAfterCreate
+func programWithin() time.Duration { return cfg.createWithin + programAfterCreate }
 
 // TestScale: every size of SVCLB_PERF_SIZES in turn, each cleaned up before
 // the next.
@@ -125,7 +113,7 @@ func measureScale(ctx context.Context, res *result.Scale) error {
 	start := time.Now()
 	progress("scale %d: creating %d Services × %d endpoints; %s", n, n, scaleEndpoints, load())
 	created := make(chan error, 1)
-	createCtx, stopCreating := context.WithTimeout(ctx, createWithin)
+	createCtx, stopCreating := context.WithTimeout(ctx, cfg.createWithin)
 	defer stopCreating()
 	go func() {
 		step := max(n/5, 1)
@@ -138,12 +126,12 @@ func measureScale(ctx context.Context, res *result.Scale) error {
 
 	// Every node programs them as they come: read each until it holds all.
 	doneCreating := false
-	err = wait.PollUntilContextTimeout(ctx, scalePoll, programWithin, false, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, scalePoll, programWithin(), false, func(ctx context.Context) (bool, error) {
 		if !doneCreating {
 			select {
 			case err := <-created:
 				if err != nil {
-					return false, fmt.Errorf("creating (at most %s: the run's bound): %w", createWithin, err)
+					return false, fmt.Errorf("creating (at most %s: the run's bound): %w", cfg.createWithin, err)
 				}
 				doneCreating = true
 				res.Created = time.Since(start)
@@ -196,7 +184,7 @@ func measureScale(ctx context.Context, res *result.Scale) error {
 	if err := snapshotSizes(ctx, res, base); err != nil {
 		return err
 	}
-	if os.Getenv("SVCLB_PERF_RESTARTS") == "0" {
+	if !cfg.restarts {
 		res.Notes = append(res.Notes, "restarts not measured at this size (SVCLB_PERF_RESTARTS=0)")
 		return nil
 	}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
+	"github.com/aether-mesh/svclb/e2e/internal/kit"
 	"github.com/aether-mesh/svclb/e2e/perf/internal/report"
 	"github.com/aether-mesh/svclb/e2e/perf/internal/result"
 	"github.com/aether-mesh/svclb/fixtures/agent"
@@ -42,6 +43,13 @@ type config struct {
 	// trials is how many Services TestNewService creates (and as many twins).
 	trials int
 	sizes  []int
+	// createWithin bounds creating a size's objects (SVCLB_PERF_CREATE_WITHIN), so that a
+	// run, creating and deleting included, ends within about 12 minutes. A size whose
+	// objects take longer to create does not fit the cluster's host; the run says how far
+	// it got.
+	createWithin time.Duration
+	// restarts: TestScale restarts kube-proxy and the agent after programming.
+	restarts bool
 	// interval is the clients' spacing of attempt starts.
 	interval time.Duration
 	start    time.Time
@@ -49,27 +57,29 @@ type config struct {
 
 func loadConfig() (config, error) {
 	repo, _ := filepath.Abs("../..")
+	var e kit.Env
 	c := config{
-		enabled:     os.Getenv("SVCLB_PERF") == "1",
-		kubeconfig:  getenv("SVCLB_KUBECONFIG", filepath.Join(repo, "_output", "kubeconfig")),
-		cluster:     getenv("SVCLB_CLUSTER", "svclb"),
-		artifacts:   getenv("SVCLB_PERF_ARTIFACTS", filepath.Join(repo, "_artifacts", "perf")),
-		proxy:       getenv("SVCLB_PROXY", manifests.ProxyBuiltin),
-		clientImage: getenv("SVCLB_PERF_CLIENT_IMAGE", "svclb/perf-client:dev"),
-		interval:    10 * time.Millisecond,
-		start:       time.Now(),
+		enabled:      e.On("SVCLB_PERF"),
+		kubeconfig:   e.String("SVCLB_KUBECONFIG", filepath.Join(repo, "_output", "kubeconfig")),
+		cluster:      e.String("SVCLB_CLUSTER", "svclb"),
+		artifacts:    e.String("SVCLB_PERF_ARTIFACTS", filepath.Join(repo, "_artifacts", "perf")),
+		proxy:        e.String("SVCLB_PROXY", manifests.ProxyBuiltin),
+		clientImage:  e.String("SVCLB_PERF_CLIENT_IMAGE", "svclb/perf-client:dev"),
+		changes:      e.Count("SVCLB_PERF_CHANGES", 30),
+		scaleChanges: e.Count("SVCLB_PERF_SCALE_CHANGES", 30),
+		trials:       e.Count("SVCLB_PERF_TRIALS", 20),
+		createWithin: e.Duration("SVCLB_PERF_CREATE_WITHIN", 6*time.Minute),
+		restarts:     e.String("SVCLB_PERF_RESTARTS", "1") != "0",
+		interval:     10 * time.Millisecond,
+		start:        e.Start("SVCLB_PERF_START"),
 	}
-	var err error
-	for _, v := range []struct {
-		name string
-		def  int
-		to   *int
-	}{{"SVCLB_PERF_CHANGES", 30, &c.changes}, {"SVCLB_PERF_SCALE_CHANGES", 30, &c.scaleChanges}, {"SVCLB_PERF_TRIALS", 20, &c.trials}} {
-		if *v.to, err = envInt(v.name, v.def); err != nil {
-			return c, err
-		}
+	if err := e.Err(); err != nil {
+		return c, err
 	}
-	for _, s := range strings.FieldsFunc(getenv("SVCLB_PERF_SIZES", "1000,5000"), func(r rune) bool { return r == ',' || r == ' ' }) {
+	if c.createWithin <= 0 {
+		c.createWithin = 6 * time.Minute
+	}
+	for _, s := range strings.FieldsFunc(e.String("SVCLB_PERF_SIZES", "1000,5000"), func(r rune) bool { return r == ',' || r == ' ' }) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n <= 0 {
 			return c, fmt.Errorf("SVCLB_PERF_SIZES: %q is not a positive size", s)
@@ -77,25 +87,6 @@ func loadConfig() (config, error) {
 		c.sizes = append(c.sizes, n)
 	}
 	return c, nil
-}
-
-func getenv(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(k string, def int) (int, error) {
-	v := os.Getenv(k)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%s=%q: want a count", k, v)
-	}
-	return n, nil
 }
 
 var (
@@ -115,10 +106,11 @@ type state struct {
 	w           *latencyWorkload
 }
 
+// prog is the suite's progress: on stderr, and in the artifacts once TestMain knows them.
+var prog = kit.NewProgress("perf", time.Now(), "")
+
 // progress prints one line with the time since the run started.
-func progress(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[perf %7.1fs] %s\n", time.Since(cfg.start).Seconds(), fmt.Sprintf(format, args...))
-}
+func progress(format string, args ...any) { prog.Printf(format, args...) }
 
 func TestMain(m *testing.M) {
 	var err error
@@ -129,6 +121,7 @@ func TestMain(m *testing.M) {
 	if !cfg.enabled {
 		os.Exit(m.Run()) // the cluster tests skip
 	}
+	prog = kit.NewProgress("perf", cfg.start, cfg.artifacts)
 	e := env.NewWithKubeConfig(cfg.kubeconfig)
 	g := guard.Defaults()
 	g.ImagePullPolicy = corev1.PullNever
@@ -159,18 +152,14 @@ var onConfig = map[string]string{contract.KeyPhase1: "true", contract.KeyPhase2:
 // cluster.Connect stored.
 func step(name string, f env.Func) env.Func {
 	return func(ctx context.Context, c *envconf.Config) (context.Context, error) {
-		progress("setup: %s", name)
-		t0 := time.Now()
-		ctx, err := f(ctx, c)
+		_, err := prog.Step("setup: "+name, func() (err error) {
+			ctx, err = f(ctx, c)
+			return err
+		})
 		if cl, cerr := cluster.From(ctx); cerr == nil {
 			suite.cluster = cl
 		}
-		if err != nil {
-			progress("%s FAILED after %s: %v", name, time.Since(t0).Round(100*time.Millisecond), err)
-			return ctx, fmt.Errorf("%s: %w", name, err)
-		}
-		progress("%s done in %s", name, time.Since(t0).Round(100*time.Millisecond))
-		return ctx, nil
+		return ctx, err
 	}
 }
 

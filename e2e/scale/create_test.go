@@ -3,7 +3,6 @@ package scale
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,7 @@ import (
 // it used is read from just before the first creation. SVCLB_SCALE_SERVICES (default 5000) and
 // SVCLB_SCALE_ENDPOINTS (default 3) set the size.
 func TestCreateCPU(t *testing.T) {
-	if os.Getenv("SVCLB_SCALE") != "1" {
+	if !env.On("SVCLB_SCALE") {
 		t.Skip("set SVCLB_SCALE=1 to compare the agent's CPU with kube-proxy's while Services are created")
 	}
 	spec := Spec{Namespace: "scale", Services: envInt(t, "SVCLB_SCALE_SERVICES", 5000), Endpoints: envInt(t, "SVCLB_SCALE_ENDPOINTS", 3), Workers: 8}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether-mesh/svclb/e2e/internal/kit"
 	"github.com/aether-mesh/svclb/internal/testing/netnstest"
 	"github.com/aether-mesh/svclb/internal/testing/testenv"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -27,7 +28,7 @@ import (
 // it feeds) at the same scale, each started once every object exists (a node joining a big
 // cluster), each waited for until it has programmed everything. One run, printed as a table.
 func TestRSS(t *testing.T) {
-	if os.Getenv("SVCLB_SCALE") != "1" {
+	if !env.On("SVCLB_SCALE") {
 		t.Skip("set SVCLB_SCALE=1 (make scale) to compare the agent's RSS with kube-proxy's at 10k Services / 100k endpoints")
 	}
 	spec := Spec{Namespace: "scale", Services: envInt(t, "SVCLB_SCALE_SERVICES", 10000), Endpoints: envInt(t, "SVCLB_SCALE_ENDPOINTS", 10), Workers: 8}
@@ -112,7 +113,7 @@ func TestRSS(t *testing.T) {
 	}, &proxyState)
 	rows = append(rows, row{"svclb-nodeproxy (fed by the agent)", p.pid, d, proxyState, cpuNow(p.pid)})
 
-	if os.Getenv("SVCLB_SCALE_ONDEMAND") == "1" {
+	if env.On("SVCLB_SCALE_ONDEMAND") {
 		// The same binary in on-demand CDS mode with no proxy, hence no demand: what the agent
 		// holds for a node whose pods use nothing (informers and index, passthrough only).
 		odHTTP := freeAddr(t)
@@ -170,14 +171,14 @@ func perThousand(d time.Duration, services int) float64 {
 	return d.Seconds() * 1000 / float64(services)
 }
 
+// env is the scale tests' settings (SVCLB_SCALE=1 runs them).
+var env kit.Env
+
+// envInt is name as a positive integer, or def; a bad value fails the test.
 func envInt(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
+	n := env.Positive(name, def)
+	if err := env.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return n
 }

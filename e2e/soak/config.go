@@ -2,13 +2,12 @@ package soak
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/aether-mesh/svclb/e2e/internal/kit"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
 )
 
@@ -20,49 +19,41 @@ type Config struct {
 	Cluster    string
 	Artifacts  string
 	Proxy      string
+	EnvoyImage string // SVCLB_ENVOY_IMAGE; empty: fixtures/envoy's
+	// Start is when `make soak` started (SOAK_START): progress lines count from there.
+	Start time.Time
 	Settings
 }
 
 // LoadConfig reads the environment; repo is the repository root.
 func LoadConfig(repo string) (Config, error) {
+	var e kit.Env
 	c := Config{
-		Enabled:    os.Getenv("SVCLB_SOAK") == "1",
-		Kubeconfig: getenv("SVCLB_KUBECONFIG", filepath.Join(repo, "_output", "kubeconfig")),
-		Cluster:    getenv("SVCLB_CLUSTER", "svclb"),
-		Artifacts:  getenv("SOAK_ARTIFACTS", filepath.Join(repo, "_artifacts", "soak")),
-		Proxy:      getenv("SVCLB_PROXY", manifests.ProxyBuiltin),
+		Enabled:    e.On("SVCLB_SOAK"),
+		Kubeconfig: e.String("SVCLB_KUBECONFIG", filepath.Join(repo, "_output", "kubeconfig")),
+		Cluster:    e.String("SVCLB_CLUSTER", "svclb"),
+		Artifacts:  e.String("SOAK_ARTIFACTS", filepath.Join(repo, "_artifacts", "soak")),
+		Proxy:      e.String("SVCLB_PROXY", manifests.ProxyBuiltin),
+		EnvoyImage: e.String("SVCLB_ENVOY_IMAGE", ""),
+		Start:      e.Start("SOAK_START"),
 		Settings: Settings{
 			ScanPorts:    []uint16{80, 443},
 			ScanParallel: 256,
 		},
 	}
+	c.Duration = e.Duration("SOAK_DURATION", 4*time.Minute)
+	c.Gap = e.Duration("SOAK_GAP", 4*time.Second)
+	c.APIServerHold = e.Duration("SOAK_APISERVER_HOLD", 20*time.Second)
+	c.ScaleHold = e.Duration("SOAK_SCALE_HOLD", 5*time.Second)
+	c.NodeHold = e.Duration("SOAK_NODE_HOLD", 20*time.Second)
+	c.SampleEvery = e.Duration("SOAK_SAMPLE_EVERY", 3*time.Second)
+	c.Timeout = e.Duration("SOAK_TIMEOUT", 8*time.Second)
+	c.Rate = e.Float("SOAK_RATE", 5)
+	c.Long = int(e.Float("SOAK_LONG", 1))
+	c.ScanHosts = int(e.Float("SOAK_SCAN_HOSTS", 768))
+	c.FirstConnCount = int(e.Float("SOAK_FIRST_CONN", 24))
 	var err error
-	dur := func(k, def string) time.Duration {
-		d, e := time.ParseDuration(getenv(k, def))
-		if e != nil && err == nil {
-			err = fmt.Errorf("%s: %w", k, e)
-		}
-		return d
-	}
-	num := func(k, def string) float64 {
-		f, e := strconv.ParseFloat(getenv(k, def), 64)
-		if e != nil && err == nil {
-			err = fmt.Errorf("%s: %w", k, e)
-		}
-		return f
-	}
-	c.Duration = dur("SOAK_DURATION", "4m")
-	c.Gap = dur("SOAK_GAP", "4s")
-	c.APIServerHold = dur("SOAK_APISERVER_HOLD", "20s")
-	c.ScaleHold = dur("SOAK_SCALE_HOLD", "5s")
-	c.NodeHold = dur("SOAK_NODE_HOLD", "20s")
-	c.SampleEvery = dur("SOAK_SAMPLE_EVERY", "3s")
-	c.Timeout = dur("SOAK_TIMEOUT", "8s")
-	c.Rate = num("SOAK_RATE", "5")
-	c.Long = int(num("SOAK_LONG", "1"))
-	c.ScanHosts = int(num("SOAK_SCAN_HOSTS", "768"))
-	c.FirstConnCount = int(num("SOAK_FIRST_CONN", "24"))
-	c.Faults, err = parseFaults(getenv("SOAK_FAULTS", "all"), err)
+	c.Faults, err = parseFaults(e.String("SOAK_FAULTS", "all"), e.Err())
 	if c.Proxy != manifests.ProxyBuiltin && c.Proxy != manifests.ProxyEnvoy {
 		return c, fmt.Errorf("SVCLB_PROXY=%q: want %s or %s", c.Proxy, manifests.ProxyBuiltin, manifests.ProxyEnvoy)
 	}
@@ -92,11 +83,4 @@ func parseFaults(s string, err error) ([]string, error) {
 		}
 	}
 	return out, err
-}
-
-func getenv(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }

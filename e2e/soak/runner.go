@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/aether-mesh/svclb/e2e/internal/kit"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/echo"
@@ -32,7 +32,7 @@ type runner struct {
 	rec   *Record
 	wl    workloads
 	stats *statsBank
-	start time.Time
+	log   *kit.Progress
 	// restarted is when what each fault restarts ("agent/<node>",
 	// "proxy/<node>", controllersKey) was last back (heldBack).
 	restarted map[string]time.Time
@@ -44,33 +44,23 @@ type runner struct {
 }
 
 // logf prints one progress line with the time since the run started.
-func (r *runner) logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[soak %6.1fs] %s\n", time.Since(r.start).Seconds(), fmt.Sprintf(format, args...))
-}
+func (r *runner) logf(format string, args ...any) { r.log.Printf(format, args...) }
 
 // phase times f as a phase of the report.
 func (r *runner) phase(name string, f func() error) error {
-	t0 := time.Now()
-	r.logf("%s", name)
-	err := f()
-	d := time.Since(t0)
+	d, err := r.log.Step(name, f)
 	r.mu.Lock()
 	r.rec.Phases = append(r.rec.Phases, Phase{Name: name, Took: d})
 	r.mu.Unlock()
-	if err != nil {
-		r.logf("%s FAILED after %s: %v", name, d.Round(100*time.Millisecond), err)
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	r.logf("%s done in %s", name, d.Round(100*time.Millisecond))
-	return nil
+	return err
 }
 
 // Run runs the soak and fills rec; the returned error is one that kept it
 // from running (the verdict judges what it observed). Whatever happens, the
 // cluster is left as it was found: the namespace deleted, the agent's
-// ConfigMap restored, the apiserver back.
-func Run(ctx context.Context, c *cluster.Cluster, cfg Config, rec *Record) (err error) {
-	r := &runner{c: c, cfg: cfg, rec: rec, stats: newStatsBank(), start: rec.Started, restarted: map[string]time.Time{},
+// ConfigMap restored, the apiserver back. log gets its progress lines.
+func Run(ctx context.Context, c *cluster.Cluster, cfg Config, rec *Record, log *kit.Progress) (err error) {
+	r := &runner{c: c, cfg: cfg, rec: rec, stats: newStatsBank(), log: log, restarted: map[string]time.Time{},
 		banked: map[string][]echo.LoadEvent{}}
 	rec.Settings = cfg.Settings
 	rec.Env.Proxy, rec.Env.Namespace = cfg.Proxy, Namespace

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
+	"github.com/aether-mesh/svclb/e2e/internal/kit"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/guard"
@@ -28,17 +28,18 @@ var (
 	rec = &Record{Started: time.Now()}
 	// connected is the cluster the setup connected to.
 	connected *cluster.Cluster
+	// prog is the run's progress: on stderr, and in the artifacts once TestMain knows them.
+	prog = kit.NewProgress("soak", time.Now(), "")
 )
 
 func TestMain(m *testing.M) {
 	repo, _ := filepath.Abs("../..")
 	cfg, cfgErr = LoadConfig(repo)
-	if s, err := strconv.ParseInt(os.Getenv("SOAK_START"), 10, 64); err == nil && s > 0 {
-		rec.Started = time.Unix(s, 0)
-	}
+	rec.Started = cfg.Start
 	if !cfg.Enabled || cfgErr != nil {
 		os.Exit(m.Run())
 	}
+	prog = kit.NewProgress("soak", rec.Started, cfg.Artifacts)
 	testEnv = env.NewWithKubeConfig(cfg.Kubeconfig)
 	g := guard.Defaults()
 	g.ImagePullPolicy = corev1.PullNever // kind-loaded, never pulled
@@ -49,7 +50,7 @@ func TestMain(m *testing.M) {
 		// puts back.
 		timed("setup: read the agent's config and the node pods", recordFound),
 		timed("setup: deploy guard", guard.Deploy(g)),
-		timed("setup: deploy node DaemonSet", agent.Deploy(agent.Options{Proxy: cfg.Proxy, EnvoyImage: os.Getenv("SVCLB_ENVOY_IMAGE")})),
+		timed("setup: deploy node DaemonSet", agent.Deploy(agent.Options{Proxy: cfg.Proxy, EnvoyImage: cfg.EnvoyImage})),
 		timed("setup: namespace "+Namespace, cluster.CreateNamespace(Namespace)),
 	)
 	os.Exit(testEnv.Run(m))
@@ -58,15 +59,15 @@ func TestMain(m *testing.M) {
 // timed records an env func as a phase and keeps the connected cluster.
 func timed(name string, f env.Func) env.Func {
 	return func(ctx context.Context, c *envconf.Config) (context.Context, error) {
-		t0 := time.Now()
-		fmt.Fprintf(os.Stderr, "[soak %6.1fs] %s\n", time.Since(rec.Started).Seconds(), name)
-		ctx, err := f(ctx, c)
-		rec.Phases = append(rec.Phases, Phase{Name: name, Took: time.Since(t0)})
+		d, err := prog.Step(name, func() (err error) {
+			ctx, err = f(ctx, c)
+			return err
+		})
+		rec.Phases = append(rec.Phases, Phase{Name: name, Took: d})
 		if cl, cerr := cluster.From(ctx); cerr == nil {
 			connected = cl
 		}
 		if err != nil {
-			err = fmt.Errorf("%s: %w", name, err)
 			rec.Errors = append(rec.Errors, err.Error())
 			_ = Write(cfg.Artifacts, rec, time.Since(rec.Started))
 		}
@@ -107,7 +108,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal("the setup did not connect to the cluster")
 	}
 	ctx := t.Context()
-	err := Run(ctx, connected, cfg, rec)
+	err := Run(ctx, connected, cfg, rec, prog)
 	if err != nil {
 		rec.Errors = append(rec.Errors, err.Error())
 	}

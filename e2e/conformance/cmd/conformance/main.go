@@ -21,6 +21,7 @@ import (
 
 	"github.com/aether-mesh/svclb/e2e/conformance/internal/enroll"
 	"github.com/aether-mesh/svclb/e2e/conformance/internal/specs"
+	"github.com/aether-mesh/svclb/e2e/internal/kit"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -39,11 +40,19 @@ type options struct {
 	names                   []string
 }
 
-var start = time.Now()
+// prog is the runner's progress: on stderr, and in -artifacts once the flags are read. Its
+// lines count from when `make e2e-peer` started (SVCLB_PEER_START), else from now.
+var (
+	start = startedAt()
+	prog  = kit.NewProgress("e2e-peer", start, "")
+)
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[e2e-peer %6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+func startedAt() time.Time {
+	var e kit.Env
+	return e.Start("SVCLB_PEER_START")
 }
+
+func logf(format string, args ...any) { prog.Printf(format, args...) }
 
 func main() {
 	var o options
@@ -70,6 +79,7 @@ func main() {
 	flag.Parse()
 	o.phases = strings.FieldsFunc(phases, func(r rune) bool { return r == ',' || r == ' ' })
 	o.enroll.Log = logf
+	prog = kit.NewProgress("e2e-peer", start, o.artifacts)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, o)

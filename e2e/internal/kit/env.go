@@ -1,0 +1,101 @@
+// Env: the suites' settings, read from the environment their run.sh sets.
+
+package kit
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Env reads a suite's settings from the environment. A variable that is unset or empty takes
+// the default; one that does not parse takes it too, and the first such is Err's.
+type Env struct {
+	// Lookup reads a variable; nil: os.Getenv.
+	Lookup func(string) string
+	err    error
+}
+
+func (e *Env) get(k string) string {
+	if e.Lookup == nil {
+		return os.Getenv(k)
+	}
+	return e.Lookup(k)
+}
+
+func (e *Env) fail(k, v, want string) {
+	if e.err == nil {
+		e.err = fmt.Errorf("%s=%q: want %s", k, v, want)
+	}
+}
+
+// Err is the first variable that did not parse.
+func (e *Env) Err() error { return e.err }
+
+// String is k, or def.
+func (e *Env) String(k, def string) string {
+	if v := e.get(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// On says whether k is "1" (a suite's switch: SVCLB_E2E=1, KEEP_CLUSTER=1).
+func (e *Env) On(k string) bool { return e.get(k) == "1" }
+
+// Count is k as a whole number ≥ 0, or def.
+func (e *Env) Count(k string, def int) int { return e.integer(k, def, 0, "a count") }
+
+// Positive is k as a whole number > 0, or def.
+func (e *Env) Positive(k string, def int) int { return e.integer(k, def, 1, "a positive integer") }
+
+func (e *Env) integer(k string, def, least int, want string) int {
+	v := e.get(k)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least {
+		e.fail(k, v, want)
+		return def
+	}
+	return n
+}
+
+// Float is k as a number, or def.
+func (e *Env) Float(k string, def float64) float64 {
+	v := e.get(k)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		e.fail(k, v, "a number")
+		return def
+	}
+	return f
+}
+
+// Duration is k as a Go duration (4m, 1h30m), or def.
+func (e *Env) Duration(k string, def time.Duration) time.Duration {
+	v := e.get(k)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		e.fail(k, v, "a duration such as 4m or 1h30m")
+		return def
+	}
+	return d
+}
+
+// Start is k as the Unix second a make target started (run.sh passes its T0, so that the
+// suite's elapsed times count from there), or now.
+func (e *Env) Start(k string) time.Time {
+	if s, err := strconv.ParseInt(e.get(k), 10, 64); err == nil && s > 0 {
+		return time.Unix(s, 0)
+	}
+	return time.Now()
+}

@@ -1,0 +1,78 @@
+package kit
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestProgress: every line goes to the writer and to the artifacts' progress.log; a step that
+// succeeds prints only its start, one that fails why, and its error names it.
+func TestProgress(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "artifacts")
+	p := NewProgress("e2e", time.Now().Add(-2*time.Second), dir)
+	var out bytes.Buffer
+	p.out = &out
+	p.Printf("hello %d", 1)
+	if _, err := p.Step("setup: ok", func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.Step("setup: bad", func() error { return errors.New("boom") })
+	if err == nil || err.Error() != "setup: bad: boom" {
+		t.Fatalf("Step error = %v", err)
+	}
+	want := regexp.MustCompile(`^\[e2e +2\.\ds\] hello 1
+\[e2e +2\.\ds\] setup: ok
+\[e2e +2\.\ds\] setup: bad
+\[e2e +2\.\ds\] setup: bad FAILED after 0s: boom
+$`)
+	if !want.MatchString(out.String()) {
+		t.Errorf("progress lines:\n%s", out.String())
+	}
+	file, err := os.ReadFile(filepath.Join(dir, ProgressFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(file) != out.String() {
+		t.Errorf("%s:\n%s\nwant what stderr got:\n%s", ProgressFile, file, out.String())
+	}
+}
+
+// TestProgressNoFile: an artifacts path that cannot be a directory leaves the lines on stderr.
+func TestProgressNoFile(t *testing.T) {
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p := NewProgress("soak", time.Now(), notDir); p.file != nil {
+		t.Fatal("a progress file under a regular file")
+	}
+}
+
+func TestEnv(t *testing.T) {
+	vars := map[string]string{"S": "x", "ON": "1", "N": "3", "NEG": "-1", "F": "2.5", "D": "1m30s", "BADD": "soon", "T": "100"}
+	e := &Env{Lookup: func(k string) string { return vars[k] }}
+	if e.String("S", "d") != "x" || e.String("UNSET", "d") != "d" || !e.On("ON") || e.On("S") {
+		t.Error("String or On")
+	}
+	if e.Count("N", 7) != 3 || e.Count("UNSET", 7) != 7 || e.Positive("N", 1) != 3 || e.Float("F", 0) != 2.5 {
+		t.Error("Count, Positive or Float")
+	}
+	if e.Duration("D", 0) != 90*time.Second || !e.Start("T").Equal(time.Unix(100, 0)) || time.Since(e.Start("UNSET")) > time.Minute {
+		t.Error("Duration or Start")
+	}
+	if e.Err() != nil {
+		t.Fatalf("Err before a bad value: %v", e.Err())
+	}
+	if e.Count("NEG", 4) != 4 || e.Duration("BADD", time.Second) != time.Second {
+		t.Error("a bad value must give the default")
+	}
+	if err := e.Err(); err == nil || !strings.Contains(err.Error(), `NEG="-1": want a count`) {
+		t.Errorf("Err = %v, want the first bad variable", err)
+	}
+}
