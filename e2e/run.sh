@@ -6,11 +6,9 @@
 set -uo pipefail
 : "${REPO:?}" "${GO:?}" "${MAKE:?}" "${ARTIFACTS:?}" "${KIND:?}" "${CLUSTER:?}" "${KUBECONFIG_FILE:?}" "${CLUSTER_STATE:?}"
 cd "$REPO" || exit
-# MAKE and GO may carry flags ("make --no-print-directory"): split them once, here.
-read -ra make_cmd <<<"$MAKE"
-read -ra go_cmd <<<"$GO"
-T0=$(date +%s)
-step() { printf '[e2e-svc %5ss] %s\n' "$(($(date +%s) - T0))" "$*"; }
+# shellcheck source=e2e/internal/kit/kit.sh
+. "$REPO/e2e/internal/kit/kit.sh"
+kit_init e2e-svc "$ARTIFACTS"
 phase() { printf '%s\t%s\n' "$1" "$2" >>"$ARTIFACTS/phases.tsv"; }
 # since START: seconds since START (a `date +%s.%N`), one decimal.
 since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
@@ -92,26 +90,12 @@ cluster_up() {
 }
 
 # Only what an earlier run wrote: ARTIFACTS may be a directory the user owns.
-mkdir -p "$ARTIFACTS"
 rm -rf "$ARTIFACTS"/legs "$ARTIFACTS"/failures "$ARTIFACTS"/kind-logs
 rm -f "$ARTIFACTS"/{report.md,report.html,ginkgo.json,junit.xml,phases.tsv,env.json,programming.json,cni-latency.json,failure.txt,e2e.log}
 
 # The node proxy. Envoy where its image can be had (CI), else the built-in one.
-choice=""
-case "${PROXY:-}" in
-envoy | builtin) choice="PROXY=$PROXY" ;;
-"")
-  if docker image inspect "$ENVOY_IMAGE" >/dev/null 2>&1 || timeout 20 docker pull -q "$ENVOY_IMAGE" >/dev/null 2>&1; then
-    PROXY=envoy
-    choice="default: $ENVOY_IMAGE available"
-  else
-    PROXY=builtin
-    choice="default: $ENVOY_IMAGE cannot be pulled"
-  fi
-  ;;
-*) echo "e2e-svc: PROXY must be envoy, builtin or empty, not '$PROXY'" >&2; exit 2 ;;
-esac
-step "node proxy: $PROXY ($choice); legs: ${LEGS:-all but the opt-in figures}; KEEP_CLUSTER=${KEEP_CLUSTER:-0}"
+kit_proxy
+step "node proxy: $PROXY ($PROXY_CHOICE); legs: ${LEGS:-all but the opt-in figures}; KEEP_CLUSTER=${KEEP_CLUSTER:-0}"
 if [ "$PROXY" = envoy ] && ! docker image inspect "$ENVOY_IMAGE" >/dev/null 2>&1; then
   timed "envoy image" docker pull -q "$ENVOY_IMAGE" || fail_early "PROXY=envoy but $ENVOY_IMAGE cannot be pulled"
 fi
@@ -147,7 +131,7 @@ timed "suite build" "${go_cmd[@]}" test -c -o "$REPO/_output/e2e.test" ./e2e/ ||
 (
   cd "$REPO/e2e" &&
     SVCLB_E2E=1 SVCLB_KUBECONFIG="$KUBECONFIG_FILE" SVCLB_CLUSTER="$CLUSTER" \
-      SVCLB_ARTIFACTS="$ARTIFACTS" SVCLB_PROXY="$PROXY" SVCLB_PROXY_CHOICE="$choice" SVCLB_ENVOY_IMAGE="$ENVOY_IMAGE" SVCLB_E2E_START="$T0" \
+      SVCLB_ARTIFACTS="$ARTIFACTS" SVCLB_PROXY="$PROXY" SVCLB_PROXY_CHOICE="$PROXY_CHOICE" SVCLB_ENVOY_IMAGE="$ENVOY_IMAGE" SVCLB_E2E_START="$T0" \
       SVCLB_KIND_VERSION="$kind_version" SVCLB_ENVOY_VERSION="$envoy_version" KEEP_CLUSTER="${KEEP_CLUSTER:-}" \
       "$REPO/_output/e2e.test" -test.run '^TestE2E$' -test.count=1 -test.timeout "${TIMEOUT:-45m}" -test.v \
       -ginkgo.v -ginkgo.label-filter="$legs_filter" \

@@ -8,24 +8,12 @@ set -uo pipefail
 : "${REPO:?}" "${GO:?}" "${MAKE:?}" "${ARTIFACTS:?}" "${KIND:?}" "${CLUSTER:?}" "${KUBECONFIG_FILE:?}"
 : "${E2E_TEST:?}" "${KUBECTL:?}" "${AGNHOST_IMAGE:?}" "${ENVOY_IMAGE:?}"
 cd "$REPO" || exit
-read -ra make_cmd <<<"$MAKE"
-read -ra go_cmd <<<"$GO"
-T0=$(date +%s)
-step() { printf '[e2e-peer %5ss] %s\n' "$(($(date +%s) - T0))" "$*"; }
+# shellcheck source=e2e/internal/kit/kit.sh
+. "$REPO/e2e/internal/kit/kit.sh"
+kit_init e2e-peer "$ARTIFACTS"
 
-choice=""
-case "${PROXY:-}" in
-envoy | builtin) choice="PROXY=$PROXY" ;;
-"")
-  if docker image inspect "$ENVOY_IMAGE" >/dev/null 2>&1 || timeout 20 docker pull -q "$ENVOY_IMAGE" >/dev/null 2>&1; then
-    PROXY=envoy choice="default: $ENVOY_IMAGE available"
-  else
-    PROXY=builtin choice="default: $ENVOY_IMAGE cannot be pulled"
-  fi
-  ;;
-*) echo "e2e-peer: PROXY must be envoy, builtin or empty, not '$PROXY'" >&2; exit 2 ;;
-esac
-step "node proxy: $PROXY ($choice); phases: $PHASES; KEEP_CLUSTER=${KEEP_CLUSTER:-0}"
+kit_proxy
+step "node proxy: $PROXY ($PROXY_CHOICE); phases: $PHASES; KEEP_CLUSTER=${KEEP_CLUSTER:-0}"
 
 # cluster.sh writes whether it created the cluster: then this run deletes it
 # at the end, unless KEEP_CLUSTER=1.
@@ -64,8 +52,7 @@ args=(-kubeconfig "$KUBECONFIG_FILE" -cluster "$CLUSTER" -e2e-test "$E2E_TEST" -
 [ -n "${SHARDS:-}" ] && args+=(-shards "$SHARDS")
 # The report links docs/peer.md relative to where it lands.
 args+=(-docs-link "$(realpath --relative-to="$ARTIFACTS" "$REPO/docs/peer.md" 2>/dev/null || echo "$REPO/docs/peer.md")")
-mkdir -p "$ARTIFACTS"
-"$runner" "${args[@]}"
+SVCLB_PEER_START="$T0" "$runner" "${args[@]}"
 rc=$?
 cluster_down
 if [ $rc -ne 0 ]; then step "FAILED (runner exit $rc); report in $ARTIFACTS"; exit 1; fi

@@ -7,13 +7,11 @@
 set -uo pipefail
 : "${REPO:?}" "${OUT:?}" "${GO:?}" "${MAKE:?}" "${ARTIFACTS:?}" "${KIND:?}" "${CLUSTER:?}" "${KUBECONFIG_FILE:?}" "${CLIENT_IMAGE:?}"
 cd "$REPO" || exit
-read -ra make_cmd <<<"$MAKE"
-read -ra go_cmd <<<"$GO"
-T0=$(date +%s)
-step() { printf '[perf %5ss] %s\n' "$(($(date +%s) - T0))" "$*"; }
+# shellcheck source=e2e/internal/kit/kit.sh
+. "$REPO/e2e/internal/kit/kit.sh"
+kit_init perf "$ARTIFACTS"
 fail() { step "FAILED: $*"; exit 1; }
 
-mkdir -p "$ARTIFACTS"
 step "machine: $(nproc) cores, $(uptime)"
 "${make_cmd[@]}" cluster || fail "make cluster"
 "${make_cmd[@]}" images || fail "make images"
@@ -32,7 +30,7 @@ step "built and loaded $CLIENT_IMAGE"
 step "suite: -run '${RUN:-.}', sizes ${SIZES:-}, $(uptime)"
 (
   cd "$REPO/e2e/perf" &&
-    SVCLB_PERF=1 SVCLB_KUBECONFIG="$KUBECONFIG_FILE" SVCLB_CLUSTER="$CLUSTER" SVCLB_PERF_ARTIFACTS="$ARTIFACTS" \
+    SVCLB_PERF=1 SVCLB_PERF_START="$T0" SVCLB_KUBECONFIG="$KUBECONFIG_FILE" SVCLB_CLUSTER="$CLUSTER" SVCLB_PERF_ARTIFACTS="$ARTIFACTS" \
       SVCLB_PROXY="${PROXY:-builtin}" SVCLB_PERF_CLIENT_IMAGE="$CLIENT_IMAGE" SVCLB_PERF_SIZES="${SIZES:-}" \
       SVCLB_PERF_CHANGES="${CHANGES:-}" SVCLB_PERF_SCALE_CHANGES="${SCALE_CHANGES:-}" SVCLB_PERF_TRIALS="${TRIALS:-}" SVCLB_PERF_CREATE_WITHIN="${CREATE_WITHIN:-}" SVCLB_PERF_RESTARTS="${RESTARTS:-1}" \
       "$OUT/perf.test" -test.run "${RUN:-.}" -test.count=1 -test.timeout "${TIMEOUT:-60m}" -test.v

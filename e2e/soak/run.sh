@@ -6,24 +6,16 @@
 set -uo pipefail
 : "${REPO:?}" "${GO:?}" "${MAKE:?}" "${SOAK_ARTIFACTS:?}" "${KIND:?}" "${CLUSTER:?}" "${KUBECONFIG_FILE:?}" "${PROXY:?}"
 cd "$REPO" || exit
-read -ra make_cmd <<<"$MAKE"
-read -ra go_cmd <<<"$GO"
-T0=$(date +%s)
-step() { printf '[soak %5ss] %s\n' "$(($(date +%s) - T0))" "$*"; }
-
-mkdir -p "$SOAK_ARTIFACTS"
+# shellcheck source=e2e/internal/kit/kit.sh
+. "$REPO/e2e/internal/kit/kit.sh"
+kit_init soak "$SOAK_ARTIFACTS"
 rm -f "$SOAK_ARTIFACTS"/{report.md,report.html,soak.json,soak.log}
 
-case "$PROXY" in
-builtin) ;;
-envoy)
-  if ! docker image inspect "$ENVOY_IMAGE" >/dev/null 2>&1 && ! timeout 60 docker pull -q "$ENVOY_IMAGE" >/dev/null 2>&1; then
-    step "PROXY=envoy but $ENVOY_IMAGE cannot be pulled"
-    exit 1
-  fi
-  ;;
-*) echo "soak: PROXY must be builtin or envoy, not '$PROXY'" >&2; exit 2 ;;
-esac
+kit_proxy
+if [ "$PROXY" = envoy ] && ! kit_envoy_image 60; then
+  step "PROXY=envoy but $ENVOY_IMAGE cannot be pulled"
+  exit 1
+fi
 
 step "cluster: make cluster"
 "${make_cmd[@]}" cluster || { step "make cluster failed"; exit 1; }
