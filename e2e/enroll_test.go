@@ -185,7 +185,7 @@ func prepareEnroll(ctx context.Context) (enrollWorkload, error) {
 // deployNodeWithCNI applies the suite's node DaemonSet with cni (nil: without) and waits until
 // every agent answers.
 func deployNodeWithCNI(ctx context.Context, cni *manifests.CNIOptions) error {
-	objs, err := agent.Objects(agent.Options{Proxy: cfg.proxy, EnvoyImage: cfg.envoyImage, CNI: cni})
+	objs, err := agent.Objects(agent.Options{Proxy: cfg.Proxy, EnvoyImage: cfg.envoyImage, CNI: cni})
 	if err != nil {
 		return err
 	}

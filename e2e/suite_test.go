@@ -31,11 +31,9 @@ import (
 // config is read from the environment (e2e/run.sh sets it) so that make and
 // CI drive the suite without Ginkgo-specific flags.
 type config struct {
-	enabled     bool
-	kubeconfig  string
-	cluster     string // kind cluster name
+	enabled bool
+	kit.Target
 	artifacts   string
-	proxy       string // manifests.ProxyEnvoy or manifests.ProxyBuiltin
 	proxyChoice string // why that proxy, for the report
 	envoyImage  string
 	kindVersion string
@@ -49,10 +47,8 @@ func loadConfig() config {
 	var e kit.Env
 	return config{
 		enabled:     e.On("SVCLB_E2E"),
-		kubeconfig:  e.String("SVCLB_KUBECONFIG", filepath.Join(repo, "_output", "kubeconfig")),
-		cluster:     e.String("SVCLB_CLUSTER", "svclb"),
+		Target:      e.Target(repo),
 		artifacts:   e.String("SVCLB_ARTIFACTS", filepath.Join(repo, "_artifacts")),
-		proxy:       e.String("SVCLB_PROXY", manifests.ProxyBuiltin),
 		proxyChoice: e.String("SVCLB_PROXY_CHOICE", ""),
 		envoyImage:  e.String("SVCLB_ENVOY_IMAGE", ""),
 		kindVersion: e.String("SVCLB_KIND_VERSION", "unknown"),
@@ -109,7 +105,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "e2e: recording the legs' order: %v\n", err)
 		os.Exit(1)
 	}
-	testEnv = env.NewWithKubeConfig(cfg.kubeconfig)
+	testEnv = env.NewWithKubeConfig(cfg.Kubeconfig)
 	testEnv.Setup(setupFuncs()...)
 	testEnv.Finish(step("finish: cleanup", cleanup))
 	os.Exit(testEnv.Run(m))
@@ -147,7 +143,7 @@ func setupFuncs() []env.Func {
 	g := guard.Defaults()
 	g.ImagePullPolicy = corev1.PullNever // kind-loaded, never pulled
 	return []env.Func{
-		step("setup: connect", cluster.Connect(cfg.cluster)),
+		step("setup: connect", cluster.Connect(cfg.Cluster)),
 		step("setup: record environment", recordEnv),
 		step("setup: deploy guard", guard.Deploy(g)),
 		step("setup: deploy node DaemonSet", deployNode),
@@ -183,13 +179,13 @@ var modeRe = regexp.MustCompile(`(?m)^mode:\s*"?([a-z]*)"?`)
 func recordEnv(ctx context.Context, _ *envconf.Config) (context.Context, error) {
 	cs := suite.cluster.CS
 	e := &evidence.Env{
-		Proxy:        cfg.proxy,
+		Proxy:        cfg.Proxy,
 		ProxyChoice:  cfg.proxyChoice,
 		KindVersion:  cfg.kindVersion,
 		EnvoyVersion: "n/a (built-in proxy)",
 		Started:      cfg.start,
 	}
-	if cfg.proxy == manifests.ProxyEnvoy {
+	if cfg.Proxy == manifests.ProxyEnvoy {
 		e.EnvoyVersion = cfg.envoyVer
 	}
 	for _, n := range suite.cluster.Nodes {
@@ -208,13 +204,13 @@ func recordEnv(ctx context.Context, _ *envconf.Config) (context.Context, error) 
 	if e.KubeProxyMode != "nftables" {
 		return ctx, fmt.Errorf("kube-proxy mode is %q: the legs need nftables mode (kindconfig sets it)", e.KubeProxyMode)
 	}
-	progress("cluster %s: Kubernetes %s, %d nodes, kube-proxy %s, proxy %s", cfg.cluster, e.KubernetesVersion, len(e.Nodes), e.KubeProxyMode, e.Proxy)
+	progress("cluster %s: Kubernetes %s, %d nodes, kube-proxy %s, proxy %s", cfg.Cluster, e.KubernetesVersion, len(e.Nodes), e.KubeProxyMode, e.Proxy)
 	return ctx, suite.evidence.WriteEnv(e)
 }
 
 // deployNode deploys the node DaemonSet and shows what each agent reports.
 func deployNode(ctx context.Context, c *envconf.Config) (context.Context, error) {
-	ctx, err := agent.Deploy(agent.Options{Proxy: cfg.proxy, EnvoyImage: cfg.envoyImage})(ctx, c)
+	ctx, err := agent.Deploy(agent.Options{Proxy: cfg.Proxy, EnvoyImage: cfg.envoyImage})(ctx, c)
 	if err != nil {
 		return ctx, err
 	}

@@ -25,17 +25,14 @@ import (
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/guard"
-	"github.com/aether-mesh/svclb/fixtures/manifests"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 // config is read from the environment (e2e/perf/run.sh sets it).
 type config struct {
-	enabled     bool
-	kubeconfig  string
-	cluster     string
+	enabled bool
+	kit.Target
 	artifacts   string
-	proxy       string
 	clientImage string
 	// changes is how many times the backend becomes ready (and as many
 	// times goes away) in TestEndpointChange; scaleChanges at each size.
@@ -60,10 +57,8 @@ func loadConfig() (config, error) {
 	var e kit.Env
 	c := config{
 		enabled:      e.On("SVCLB_PERF"),
-		kubeconfig:   e.String("SVCLB_KUBECONFIG", filepath.Join(repo, "_output", "kubeconfig")),
-		cluster:      e.String("SVCLB_CLUSTER", "svclb"),
+		Target:       e.Target(repo),
 		artifacts:    e.String("SVCLB_PERF_ARTIFACTS", filepath.Join(repo, "_artifacts", "perf")),
-		proxy:        e.String("SVCLB_PROXY", manifests.ProxyBuiltin),
 		clientImage:  e.String("SVCLB_PERF_CLIENT_IMAGE", "svclb/perf-client:dev"),
 		changes:      e.Count("SVCLB_PERF_CHANGES", 30),
 		scaleChanges: e.Count("SVCLB_PERF_SCALE_CHANGES", 30),
@@ -122,14 +117,14 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run()) // the cluster tests skip
 	}
 	prog = kit.NewProgress("perf", cfg.start, cfg.artifacts)
-	e := env.NewWithKubeConfig(cfg.kubeconfig)
+	e := env.NewWithKubeConfig(cfg.Kubeconfig)
 	g := guard.Defaults()
 	g.ImagePullPolicy = corev1.PullNever
 	e.Setup(
-		step("connect", cluster.Connect(cfg.cluster)),
+		step("connect", cluster.Connect(cfg.Cluster)),
 		step("record the agent's config", recordConfig),
 		step("deploy guard", guard.Deploy(g)),
-		step("deploy node DaemonSet", agent.Deploy(agent.Options{Proxy: cfg.proxy})),
+		step("deploy node DaemonSet", agent.Deploy(agent.Options{Proxy: cfg.Proxy})),
 		step("agent phases on, proactive CDS", func(ctx context.Context, _ *envconf.Config) (context.Context, error) {
 			return ctx, agent.SetConfig(ctx, suite.cluster, onConfig)
 		}),
@@ -242,7 +237,7 @@ func needCluster(t *testing.T) {
 
 // header starts a measurement's header: its start and the load now.
 func header() result.Header {
-	return result.Header{Started: time.Now(), LoadBefore: load(), Proxy: cfg.proxy}
+	return result.Header{Started: time.Now(), LoadBefore: load(), Proxy: cfg.Proxy}
 }
 
 // finish closes a header: duration and the load now.

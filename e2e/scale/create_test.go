@@ -1,7 +1,6 @@
 package scale
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,13 +14,7 @@ import (
 // it used is read from just before the first creation. SVCLB_SCALE_SERVICES (default 5000) and
 // SVCLB_SCALE_ENDPOINTS (default 3) set the size.
 func TestCreateCPU(t *testing.T) {
-	if !env.On("SVCLB_SCALE") {
-		t.Skip("set SVCLB_SCALE=1 to compare the agent's CPU with kube-proxy's while Services are created")
-	}
-	spec := Spec{Namespace: "scale", Services: envInt(t, "SVCLB_SCALE_SERVICES", 5000), Endpoints: envInt(t, "SVCLB_SCALE_ENDPOINTS", 3), Workers: 8}
-	h := newHarness(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
-	defer cancel()
+	spec, h, ctx := startScale(t, "to compare the agent's CPU with kube-proxy's while Services are created", 5000, 3)
 
 	kp := h.startKubeProxy(t)
 	ag, agentHTTP, sock := h.startAgent(t)

@@ -28,13 +28,7 @@ import (
 // it feeds) at the same scale, each started once every object exists (a node joining a big
 // cluster), each waited for until it has programmed everything. One run, printed as a table.
 func TestRSS(t *testing.T) {
-	if !env.On("SVCLB_SCALE") {
-		t.Skip("set SVCLB_SCALE=1 (make scale) to compare the agent's RSS with kube-proxy's at 10k Services / 100k endpoints")
-	}
-	spec := Spec{Namespace: "scale", Services: envInt(t, "SVCLB_SCALE_SERVICES", 10000), Endpoints: envInt(t, "SVCLB_SCALE_ENDPOINTS", 10), Workers: 8}
-	h := newHarness(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
-	defer cancel()
+	spec, h, ctx := startScale(t, "(make scale) to compare the agent's RSS with kube-proxy's at 10k Services / 100k endpoints", 10000, 10)
 	kube, ns, dir, kubeconfig := h.kube, h.ns, h.dir, h.kubeconfig
 	const node = harnessNode
 
@@ -174,13 +168,23 @@ func perThousand(d time.Duration, services int) float64 {
 // env is the scale tests' settings (SVCLB_SCALE=1 runs them).
 var env kit.Env
 
-// envInt is name as a positive integer, or def; a bad value fails the test.
-func envInt(t *testing.T, name string, def int) int {
-	n := env.Positive(name, def)
+// startScale skips t unless SVCLB_SCALE=1 (why: what the test compares), reads the size
+// (SVCLB_SCALE_SERVICES and SVCLB_SCALE_ENDPOINTS, positive; these defaults otherwise) and
+// starts the harness, with a context bounded at 50 minutes.
+func startScale(t *testing.T, why string, services, endpoints int) (Spec, *harness, context.Context) {
+	t.Helper()
+	if !env.On("SVCLB_SCALE") {
+		t.Skip("set SVCLB_SCALE=1 " + why)
+	}
+	spec := Spec{Namespace: "scale", Services: env.Positive("SVCLB_SCALE_SERVICES", services),
+		Endpoints: env.Positive("SVCLB_SCALE_ENDPOINTS", endpoints), Workers: 8}
 	if err := env.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return n
+	h := newHarness(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+	t.Cleanup(cancel)
+	return spec, h, ctx
 }
 
 // build compiles the repository's binaries into dir.

@@ -14,11 +14,9 @@ import (
 // Config is read from the environment (e2e/soak/run.sh sets it from
 // e2e/soak/soak.mk's variables).
 type Config struct {
-	Enabled    bool
-	Kubeconfig string
-	Cluster    string
+	Enabled bool
+	kit.Target
 	Artifacts  string
-	Proxy      string
 	EnvoyImage string // SVCLB_ENVOY_IMAGE; empty: fixtures/envoy's
 	// Start is when `make soak` started (SOAK_START): progress lines count from there.
 	Start time.Time
@@ -30,10 +28,8 @@ func LoadConfig(repo string) (Config, error) {
 	var e kit.Env
 	c := Config{
 		Enabled:    e.On("SVCLB_SOAK"),
-		Kubeconfig: e.String("SVCLB_KUBECONFIG", filepath.Join(repo, "_output", "kubeconfig")),
-		Cluster:    e.String("SVCLB_CLUSTER", "svclb"),
+		Target:     e.Target(repo),
 		Artifacts:  e.String("SOAK_ARTIFACTS", filepath.Join(repo, "_artifacts", "soak")),
-		Proxy:      e.String("SVCLB_PROXY", manifests.ProxyBuiltin),
 		EnvoyImage: e.String("SVCLB_ENVOY_IMAGE", ""),
 		Start:      e.Start("SOAK_START"),
 		Settings: Settings{

@@ -28,13 +28,7 @@ func TestWriteGolden(t *testing.T) {
 	if err := Write(dir, reportRecord(), 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"report.md", "report.html"} {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		golden.Check(t, filepath.Join("testdata", name+".golden"), b)
-	}
+	golden.CheckFiles(t, dir, "report.md", "report.html")
 }
 
 // TestWrite renders a judged record: every section is there, the failure

@@ -5,8 +5,11 @@ package kit
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/aether-mesh/svclb/fixtures/manifests"
 )
 
 // Env reads a suite's settings from the environment. A variable that is unset or empty takes
@@ -98,4 +101,20 @@ func (e *Env) Start(k string) time.Time {
 		return time.Unix(s, 0)
 	}
 	return time.Now()
+}
+
+// Target is what every suite reads to reach the kind cluster, and the node proxy it runs.
+type Target struct {
+	Kubeconfig string // SVCLB_KUBECONFIG; default <repo>/_output/kubeconfig
+	Cluster    string // SVCLB_CLUSTER: the kind cluster's name; default svclb
+	Proxy      string // SVCLB_PROXY: manifests.ProxyBuiltin (the default) or ProxyEnvoy
+}
+
+// Target reads the suite's Target; repo is the repository root.
+func (e *Env) Target(repo string) Target {
+	return Target{
+		Kubeconfig: e.String("SVCLB_KUBECONFIG", filepath.Join(repo, "_output", "kubeconfig")),
+		Cluster:    e.String("SVCLB_CLUSTER", "svclb"),
+		Proxy:      e.String("SVCLB_PROXY", manifests.ProxyBuiltin),
+	}
 }

@@ -34,3 +34,16 @@ func Check(t testing.TB, path string, got []byte) {
 		t.Errorf("output differs from %s (-want +got); rerun with -update and review the diff:\n%s", path, d)
 	}
 }
+
+// CheckFiles compares each file names in dir with its golden file, testdata/<name>.golden.
+func CheckFiles(t testing.TB, dir string, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatalf("output %s: %v", name, err)
+			return
+		}
+		Check(t, filepath.Join("testdata", name+".golden"), b)
+	}
+}

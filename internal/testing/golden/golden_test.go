@@ -1,6 +1,7 @@
 package golden
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -30,5 +31,31 @@ func TestCheck(t *testing.T) {
 	Check(f, filepath.Join(t.TempDir(), "missing"), nil)
 	if !f.failed {
 		t.Error("a missing golden file passed")
+	}
+}
+
+// TestCheckFiles: each file of a directory against testdata/<name>.golden of the working
+// directory (the test's package).
+func TestCheckFiles(t *testing.T) {
+	t.Chdir(t.TempDir())
+	out := t.TempDir()
+	for _, f := range []struct{ path, text string }{
+		{filepath.Join(out, "a.md"), "a\n"}, {filepath.Join("testdata", "a.md.golden"), "a\n"},
+		{filepath.Join(out, "b.md"), "b\n"}, {filepath.Join("testdata", "b.md.golden"), "not b\n"},
+	} {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f.path, []byte(f.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	CheckFiles(t, out, "a.md")
+	for _, name := range []string{"b.md", "missing.md"} {
+		f := &fakeT{TB: t}
+		CheckFiles(f, out, name)
+		if !f.failed {
+			t.Errorf("%s passed", name)
+		}
 	}
 }

@@ -86,13 +86,7 @@ func TestRenderGolden(t *testing.T) {
 	if err := Render(dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"report.md", "report.html"} {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		golden.Check(t, filepath.Join("testdata", name+".golden"), b)
-	}
+	golden.CheckFiles(t, dir, "report.md", "report.html")
 }
 
 // TestRenderNothing: an empty directory renders goals "not measured".
