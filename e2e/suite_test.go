@@ -31,31 +31,25 @@ import (
 // config is read from the environment (e2e/run.sh sets it) so that make and
 // CI drive the suite without Ginkgo-specific flags.
 type config struct {
-	enabled bool
-	kit.Target
-	artifacts   string
+	kit.Suite
 	proxyChoice string // why that proxy, for the report
 	envoyImage  string
 	kindVersion string
 	envoyVer    string
 	keep        bool // keep the legs' namespace after the run (KEEP_CLUSTER=1)
-	start       time.Time
 }
 
 func loadConfig() config {
 	repo, _ := filepath.Abs("..")
 	var e kit.Env
 	return config{
-		enabled:     e.On("SVCLB_E2E"),
-		Target:      e.Target(repo),
-		artifacts:   e.String("SVCLB_ARTIFACTS", filepath.Join(repo, "_artifacts")),
+		// make passes the time it started so progress lines count from there.
+		Suite:       e.Suite(repo, kit.SuiteVars{On: "SVCLB_E2E", Artifacts: "SVCLB_ARTIFACTS", ArtifactsDir: "_artifacts", Start: "SVCLB_E2E_START"}),
 		proxyChoice: e.String("SVCLB_PROXY_CHOICE", ""),
 		envoyImage:  e.String("SVCLB_ENVOY_IMAGE", ""),
 		kindVersion: e.String("SVCLB_KIND_VERSION", "unknown"),
 		envoyVer:    e.String("SVCLB_ENVOY_VERSION", "unknown"),
 		keep:        e.On("KEEP_CLUSTER"),
-		// make passes the time it started so progress lines count from there.
-		start: e.Start("SVCLB_E2E_START"),
 	}
 }
 
@@ -95,11 +89,11 @@ func progress(format string, args ...any) { prog.Printf(format, args...) }
 
 func TestMain(m *testing.M) {
 	cfg = loadConfig()
-	if !cfg.enabled {
+	if !cfg.Enabled {
 		os.Exit(m.Run()) // TestE2E skips
 	}
-	prog = kit.NewProgress("e2e", cfg.start, cfg.artifacts)
-	suite = &state{evidence: evidence.Dir(cfg.artifacts), legsNS: "svclb-e2e"}
+	prog = kit.NewProgress("e2e", cfg.Start, cfg.Artifacts)
+	suite = &state{evidence: evidence.Dir(cfg.Artifacts), legsNS: "svclb-e2e"}
 	// First, so that even a run whose setup fails lists its legs in order.
 	if err := suite.evidence.WriteOrder(legOrder); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: recording the legs' order: %v\n", err)
@@ -112,7 +106,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestE2E(t *testing.T) {
-	if !cfg.enabled {
+	if !cfg.Enabled {
 		t.Skip("the acceptance legs need the kind cluster: run `make e2e-svc` (or set SVCLB_E2E=1 against a running cluster)")
 	}
 	RegisterFailHandler(Fail)
@@ -131,7 +125,7 @@ func dumpDiagnostics(ctx context.Context, why, what string) {
 	if suite == nil || suite.cluster == nil {
 		return
 	}
-	dir := filepath.Join(cfg.artifacts, "failures", sanitize(what))
+	dir := filepath.Join(cfg.Artifacts, "failures", sanitize(what))
 	progress("%s: dumping diagnostics to %s", why, dir)
 	if err := diagnostics.Dump(ctx, suite.cluster, dir, contract.Namespace, suite.legsNS); err != nil {
 		progress("dump: %v", err)
@@ -183,7 +177,7 @@ func recordEnv(ctx context.Context, _ *envconf.Config) (context.Context, error) 
 		ProxyChoice:  cfg.proxyChoice,
 		KindVersion:  cfg.kindVersion,
 		EnvoyVersion: "n/a (built-in proxy)",
-		Started:      cfg.start,
+		Started:      cfg.Start,
 	}
 	if cfg.Proxy == manifests.ProxyEnvoy {
 		e.EnvoyVersion = cfg.envoyVer

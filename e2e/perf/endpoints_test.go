@@ -44,7 +44,7 @@ func TestEndpointChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := result.Write(cfg.artifacts, result.EndpointChangeFile, res); err != nil {
+	if err := result.Write(cfg.Artifacts, result.EndpointChangeFile, res); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -122,7 +122,7 @@ func TestNewService(t *testing.T) {
 	r := res.FromSlice.Ratios(res.Interval)
 	progress("new Service: p50 %.0f/%.0f ms (%s), p99 %.0f/%.0f ms (%s) from the slice event; %s",
 		res.FromSlice.Agent.P50, res.FromSlice.KubeProxy.P50, r[0], res.FromSlice.Agent.P99, res.FromSlice.KubeProxy.P99, r[2], res.LoadAfter)
-	if err := result.Write(cfg.artifacts, result.NewServiceFile, res); err != nil {
+	if err := result.Write(cfg.Artifacts, result.NewServiceFile, res); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -56,7 +56,7 @@ func TestScale(t *testing.T) {
 				err = errors.Join(err, cerr)
 			}
 			finish(&res.Header)
-			if werr := result.Write(cfg.artifacts, result.ScaleFile(n), res); werr != nil {
+			if werr := result.Write(cfg.Artifacts, result.ScaleFile(n), res); werr != nil {
 				t.Error(werr)
 			}
 			if err != nil {

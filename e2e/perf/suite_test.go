@@ -30,9 +30,7 @@ import (
 
 // config is read from the environment (e2e/perf/run.sh sets it).
 type config struct {
-	enabled bool
-	kit.Target
-	artifacts   string
+	kit.Suite
 	clientImage string
 	// changes is how many times the backend becomes ready (and as many
 	// times goes away) in TestEndpointChange; scaleChanges at each size.
@@ -49,16 +47,13 @@ type config struct {
 	restarts bool
 	// interval is the clients' spacing of attempt starts.
 	interval time.Duration
-	start    time.Time
 }
 
 func loadConfig() (config, error) {
 	repo, _ := filepath.Abs("../..")
 	var e kit.Env
 	c := config{
-		enabled:      e.On("SVCLB_PERF"),
-		Target:       e.Target(repo),
-		artifacts:    e.String("SVCLB_PERF_ARTIFACTS", filepath.Join(repo, "_artifacts", "perf")),
+		Suite:        e.Suite(repo, kit.SuiteVars{On: "SVCLB_PERF", Artifacts: "SVCLB_PERF_ARTIFACTS", ArtifactsDir: "_artifacts/perf", Start: "SVCLB_PERF_START"}),
 		clientImage:  e.String("SVCLB_PERF_CLIENT_IMAGE", "svclb/perf-client:dev"),
 		changes:      e.Count("SVCLB_PERF_CHANGES", 30),
 		scaleChanges: e.Count("SVCLB_PERF_SCALE_CHANGES", 30),
@@ -66,7 +61,6 @@ func loadConfig() (config, error) {
 		createWithin: e.Duration("SVCLB_PERF_CREATE_WITHIN", 6*time.Minute),
 		restarts:     e.String("SVCLB_PERF_RESTARTS", "1") != "0",
 		interval:     10 * time.Millisecond,
-		start:        e.Start("SVCLB_PERF_START"),
 	}
 	if err := e.Err(); err != nil {
 		return c, err
@@ -113,10 +107,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	if !cfg.enabled {
+	if !cfg.Enabled {
 		os.Exit(m.Run()) // the cluster tests skip
 	}
-	prog = kit.NewProgress("perf", cfg.start, cfg.artifacts)
+	prog = kit.NewProgress("perf", cfg.Start, cfg.Artifacts)
 	e := env.NewWithKubeConfig(cfg.Kubeconfig)
 	g := guard.Defaults()
 	g.ImagePullPolicy = corev1.PullNever
@@ -194,10 +188,10 @@ func cleanup(ctx context.Context, c *envconf.Config) (context.Context, error) {
 			}
 		}
 	}
-	if err := report.Render(cfg.artifacts); err != nil {
+	if err := report.Render(cfg.Artifacts); err != nil {
 		errs = append(errs, "report: "+err.Error())
 	} else {
-		progress("report: %s", filepath.Join(cfg.artifacts, "report.md"))
+		progress("report: %s", filepath.Join(cfg.Artifacts, "report.md"))
 	}
 	if len(errs) > 0 {
 		return ctx, fmt.Errorf("%s", strings.Join(errs, "; "))
@@ -227,7 +221,7 @@ func deleteNamespace(ctx context.Context, c *cluster.Cluster, ns string) error {
 // needCluster skips a test outside a perf run.
 func needCluster(t *testing.T) {
 	t.Helper()
-	if !cfg.enabled {
+	if !cfg.Enabled {
 		t.Skip("the perf suite needs the kind cluster: make -f Makefile -f e2e/perf/perf.mk perf (or SVCLB_PERF=1 against a running cluster)")
 	}
 	if suite.w == nil {

@@ -2,7 +2,6 @@ package soak
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -14,12 +13,8 @@ import (
 // Config is read from the environment (e2e/soak/run.sh sets it from
 // e2e/soak/soak.mk's variables).
 type Config struct {
-	Enabled bool
-	kit.Target
-	Artifacts  string
+	kit.Suite
 	EnvoyImage string // SVCLB_ENVOY_IMAGE; empty: fixtures/envoy's
-	// Start is when `make soak` started (SOAK_START): progress lines count from there.
-	Start time.Time
 	Settings
 }
 
@@ -27,11 +22,9 @@ type Config struct {
 func LoadConfig(repo string) (Config, error) {
 	var e kit.Env
 	c := Config{
-		Enabled:    e.On("SVCLB_SOAK"),
-		Target:     e.Target(repo),
-		Artifacts:  e.String("SOAK_ARTIFACTS", filepath.Join(repo, "_artifacts", "soak")),
+		// `make soak` passes the time it started so progress lines count from there.
+		Suite:      e.Suite(repo, kit.SuiteVars{On: "SVCLB_SOAK", Artifacts: "SOAK_ARTIFACTS", ArtifactsDir: "_artifacts/soak", Start: "SOAK_START"}),
 		EnvoyImage: e.String("SVCLB_ENVOY_IMAGE", ""),
-		Start:      e.Start("SOAK_START"),
 		Settings: Settings{
 			ScanPorts:    []uint16{80, 443},
 			ScanParallel: 256,

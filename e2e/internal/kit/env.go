@@ -118,3 +118,27 @@ func (e *Env) Target(repo string) Target {
 		Proxy:      e.String("SVCLB_PROXY", manifests.ProxyBuiltin),
 	}
 }
+
+// Suite is what every suite reads first: whether it runs, where, and where its artifacts go.
+type Suite struct {
+	Enabled bool // the suite's switch is "1": run against the cluster
+	Target
+	Artifacts string    // the artifacts directory
+	Start     time.Time // when the make target started (Start), for the progress lines
+}
+
+// SuiteVars names a suite's variables: its switch, its artifacts directory (and the default
+// below the repository root) and its start.
+type SuiteVars struct {
+	On, Artifacts, ArtifactsDir, Start string
+}
+
+// Suite reads the suite's variables; repo is the repository root.
+func (e *Env) Suite(repo string, v SuiteVars) Suite {
+	return Suite{
+		Enabled:   e.On(v.On),
+		Target:    e.Target(repo),
+		Artifacts: e.String(v.Artifacts, filepath.Join(repo, v.ArtifactsDir)),
+		Start:     e.Start(v.Start),
+	}
+}

@@ -76,3 +76,15 @@ func TestEnv(t *testing.T) {
 		t.Errorf("Err = %v, want the first bad variable", err)
 	}
 }
+
+// TestSuite: a suite's switch, target, artifacts and start, with the defaults under the repo.
+func TestSuite(t *testing.T) {
+	vars := map[string]string{"X_ON": "1", "SVCLB_PROXY": "envoy", "X_START": "100"}
+	e := &Env{Lookup: func(k string) string { return vars[k] }}
+	got := e.Suite("/repo", SuiteVars{On: "X_ON", Artifacts: "X_ART", ArtifactsDir: "_artifacts/x", Start: "X_START"})
+	want := Suite{Enabled: true, Target: Target{Kubeconfig: "/repo/_output/kubeconfig", Cluster: "svclb", Proxy: "envoy"},
+		Artifacts: "/repo/_artifacts/x", Start: time.Unix(100, 0)}
+	if got != want {
+		t.Errorf("Suite = %+v, want %+v", got, want)
+	}
+}
