@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build registry.k8s.io/e2e-test-images/agnhost:<version> without a registry:
 # the agnhost binary (e2e/conformance/tools) on a minimal Debian rootfs
-# holding what Kubernetes' network specs exec in it: /bin/sh, curl, wget, nc
-# (OpenBSD flavour), seq, date, sleep (coreutils), ss (iproute2). Upstream's
+# holding what Kubernetes' network specs exec in it: /bin/sh, bash, curl, wget,
+# nc (OpenBSD flavour), seq, date, sleep (coreutils), ss (iproute2), nslookup
+# and dig (upstream's bind-tools; Debian's bind9-dnsutils), iperf. Upstream's
 # image is Alpine-based (test/images/agnhost/Dockerfile), so its wget is
 # busybox's: one try, -T bounds it. GNU wget tries 20 times with back-off
 # and turns every failed check of a spec into minutes, so wget here is
@@ -23,7 +24,7 @@
 set -euo pipefail
 : "${AGNHOST:?}" "${AGNHOST_VERSION:?}" "${AGNHOST_SRC:?}" "${IMAGE:?}" "${WORK:?}" "${DEBIAN_MIRROR:?}"
 DEBIAN_SUITE=bookworm
-PACKAGES=curl,netcat-openbsd,iproute2,ca-certificates
+PACKAGES=curl,netcat-openbsd,iproute2,ca-certificates,bind9-dnsutils,iperf
 # A pin the mirror may drop once trixie moves on: then take the Filename and
 # SHA256 of busybox-static from dists/trixie/main/binary-amd64/Packages.xz.
 BUSYBOX_DEB=pool/main/b/busybox/busybox-static_1.37.0-6+b9_amd64.deb
@@ -59,7 +60,7 @@ if [ ! -x "$WORK/rootfs/bin/sh" ] || [ "$(cat "$WORK/rootfs.key" 2>/dev/null)" !
   install -m 0755 "$WORK/busybox/usr/bin/busybox" "$WORK/rootfs.tmp/bin/busybox"
   rm -rf "$WORK/busybox" "$WORK/busybox.deb"
   ln -sf /bin/busybox "$WORK/rootfs.tmp/usr/bin/wget"
-  for t in sh curl wget nc seq date sleep ss; do
+  for t in sh bash curl wget nc seq date sleep ss nslookup dig iperf; do
     chroot "$WORK/rootfs.tmp" sh -c "command -v $t" >/dev/null || die "rootfs lacks $t"
   done
   # OpenBSD's nc (-z, -w, -q as the specs use them), not traditional's.
