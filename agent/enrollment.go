@@ -7,6 +7,7 @@ package agent
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -111,16 +112,21 @@ func (e *enrollment) setSelector(text string, sel labels.Selector) {
 // node-local range, which the listener refuses by range anyway) is left out.
 func (e *enrollment) setNodeAddrs(addrs []netip.Addr) {
 	keep := make([]netip.Addr, 0, len(addrs))
+	var left []error
 	for _, a := range addrs {
 		if err := capture.CheckNodeAddr(a); err != nil {
-			e.log.Info("node address left captured", "address", a, "why", err)
+			left = append(left, err)
 			continue
 		}
 		keep = append(keep, a)
 	}
 	e.mu.Lock()
+	changed := !slices.Equal(e.nodeAddrs, keep)
 	e.nodeAddrs = keep
 	e.mu.Unlock()
+	if changed && len(left) > 0 { // once per change of the Node's addresses, not per update
+		e.log.Info("node addresses left captured for the CNI plugin's pods", "addresses", keep, "why", errors.Join(left...))
+	}
 }
 
 // decide is the enrollment rule: never hostNetwork, never a pod labelled out, else its
