@@ -65,7 +65,7 @@ type deps struct {
 
 	// servers
 	ready  atomic.Bool
-	httpLn net.Listener // the first HTTP listener, whose address Config.Ready is told
+	httpLn net.Listener // the HTTP listener, whose address Config.Ready is told
 	errc   chan error   // a server that stopped
 	undo   []func()     // run in reverse when Run returns
 }
@@ -241,16 +241,16 @@ func (d *deps) handlers(context.Context) error {
 // http serves /metrics, /healthz and /status from now on: /healthz says 503 until the servers
 // step.
 func (d *deps) http(ctx context.Context) error {
-	lns, err := listenHTTP(d.cfg.HTTPAddr, d.cfg.HTTPLocalAddr)
+	ln, err := httpserve.Listen(d.cfg.HTTPAddr, httpserve.Defaults())
 	if err != nil {
 		return err
 	}
-	d.httpLn = lns[0]
+	d.httpLn = ln
 	httpCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		d.errc <- httpserve.Serve(httpCtx, d.s.handler(d.reg, d.ready.Load), httpserve.Defaults(), lns...)
+		d.errc <- httpserve.Serve(httpCtx, d.s.handler(d.reg, d.ready.Load), httpserve.Defaults(), ln)
 	}()
 	d.undo = append(d.undo, func() { stop(); <-done })
 	return nil
@@ -326,29 +326,9 @@ func (d *deps) servers(ctx context.Context) error {
 		d.log.Info("serving the CNI plugin", "socket", cfg.EnrollSocket)
 	}
 	d.ready.Store(true)
-	d.log.Info("serving xDS and ALS", "socket", cfg.XDSSocket, "http", d.httpLn.Addr().String(), "httpLocal", cfg.HTTPLocalAddr)
+	d.log.Info("serving xDS and ALS", "socket", cfg.XDSSocket, "http", d.httpLn.Addr().String())
 	if cfg.Ready != nil {
 		cfg.Ready(d.httpLn.Addr())
 	}
 	return nil
-}
-
-// listenHTTP opens the HTTP listeners, addr's first, each capped at the contract's
-// connection limit (internal/httpserve); an empty local opens none for it.
-func listenHTTP(addr, local string) ([]net.Listener, error) {
-	var lns []net.Listener
-	for _, a := range []string{addr, local} {
-		if a == "" {
-			continue
-		}
-		ln, err := httpserve.Listen(a, httpserve.Defaults())
-		if err != nil {
-			for _, l := range lns {
-				l.Close()
-			}
-			return nil, err
-		}
-		lns = append(lns, ln)
-	}
-	return lns, nil
 }

@@ -25,7 +25,6 @@ type Config struct {
 	RestConfig    *rest.Config   // when set, used instead of Kubeconfig
 	XDSSocket     string         // default contract.XDSSocket
 	HTTPAddr      string         // default 127.0.0.1:contract.AgentPort; port 0 picks a free one (see Ready)
-	HTTPLocalAddr string         // a second address serving the same (the DaemonSet: 127.0.0.1, for the node's own readers); empty or HTTPAddr: none
 	NetnsDir      string         // default /var/run/netns
 	Phase1        bool           // default until the ConfigMap says otherwise
 	Phase2        bool           // default until the ConfigMap says otherwise
@@ -59,10 +58,7 @@ func (c *Config) defaults() error {
 		c.XDSSocket = contract.XDSSocket
 	}
 	if c.HTTPAddr == "" {
-		c.HTTPAddr = httpserve.PodAddr("", contract.AgentPort)
-	}
-	if c.HTTPLocalAddr == c.HTTPAddr {
-		c.HTTPLocalAddr = ""
+		c.HTTPAddr = httpserve.LoopbackAddr(contract.AgentPort)
 	}
 	if c.NetnsDir == "" {
 		c.NetnsDir = contract.NetnsDir

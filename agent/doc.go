@@ -28,8 +28,9 @@
 // Config.DemandFile and are restored before the first snapshot. docs/architecture.md,
 // "On-demand CDS mode", is the contract.
 //
-// HTTP (Config.HTTPAddr, in the DaemonSet the pod IP's :9750, and Config.HTTPLocalAddr,
-// 127.0.0.1:9750; port 0 picks a free one, which Config.Ready is told; the limits of
+// HTTP (Config.HTTPAddr, by default and in the DaemonSet 127.0.0.1:9750, which no pod
+// reaches: read it with "svclb-agent get PATH" in the container; port 0 picks a free one,
+// which Config.Ready is told; the limits of
 // internal/httpserve): /metrics (Prometheus), /healthz (200 once the first snapshot is
 // published, 503 before), and /status, a JSON document whose types and keys are package
 // pkg/agentstatus's (its doc shows one).

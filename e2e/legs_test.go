@@ -40,6 +40,7 @@ var legOrder = []string{
 	"hostile-steer",
 	"hostile-settings",
 	"hostile-cut-dns",
+	"hostile-status",
 	// Disruptive last: range-grows adds and removes a ServiceCIDR (every
 	// agent's Service range), on-demand restarts a node pod, enroll
 	// redeploys the node DaemonSet with svclb-cni and restarts an agent.

@@ -1,4 +1,7 @@
 // Command svclb-agent is the svclb node agent; see package agent.
+//
+//	svclb-agent [flags]          run the agent
+//	svclb-agent get [-addr] PATH write the body of PATH of this node's agent (internal/loopget)
 package main
 
 import (
@@ -13,9 +16,15 @@ import (
 	"syscall"
 
 	"github.com/aether-mesh/svclb/agent"
+	"github.com/aether-mesh/svclb/internal/httpserve"
+	"github.com/aether-mesh/svclb/internal/loopget"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "get" {
+		os.Exit(loopget.Main(context.Background(), "svclb-agent", httpserve.LoopbackAddr(contract.AgentPort), os.Args[2:], os.Stdout, os.Stderr))
+	}
 	var o options
 	o.define(flag.CommandLine, os.Getenv)
 	flag.Parse()

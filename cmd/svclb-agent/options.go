@@ -17,9 +17,8 @@ type options struct {
 	rng, level, cds string
 }
 
-// define puts the flags on fs. getenv gives the defaults the DaemonSet sets in the
-// environment: the node's name and the pod's IP, which HTTP listens on rather than every
-// interface of the node.
+// define puts the flags on fs. getenv gives the default the DaemonSet sets in the
+// environment: the node's name.
 func (o *options) define(fs *flag.FlagSet, getenv func(string) string) {
 	cfg := &o.cfg
 	// The ConfigMap whose keys override the phase and CDS defaults below.
@@ -27,9 +26,10 @@ func (o *options) define(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&cfg.NodeName, "node-name", getenv("NODE_NAME"), "node this agent serves (env NODE_NAME)")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig path; empty: in-cluster")
 	fs.StringVar(&cfg.XDSSocket, "xds-socket", contract.XDSSocket, "unix socket for delta ADS and ALS")
-	fs.StringVar(&cfg.HTTPAddr, "http", httpserve.PodAddr(getenv(contract.PodIPEnv), contract.AgentPort),
-		fmt.Sprintf("address for /metrics, /healthz and /status: by default on $%s, loopback without it (port 0: a free port, logged)", contract.PodIPEnv))
-	fs.StringVar(&cfg.HTTPLocalAddr, "http-local", "", fmt.Sprintf("a second address serving the same, for readers on the node (the DaemonSet: 127.0.0.1:%d); empty: none", contract.AgentPort))
+	// Loopback, as kube-proxy's metrics: on hostNetwork any other address is the node's, which
+	// every pod reaches. Read it with "svclb-agent get" in the container.
+	fs.StringVar(&cfg.HTTPAddr, "http", httpserve.LoopbackAddr(contract.AgentPort),
+		"address for /metrics, /healthz and /status (port 0: a free port, logged); any but loopback lets every pod that reaches it read them")
 	fs.StringVar(&cfg.NetnsDir, "netns-dir", contract.NetnsDir, "directory of pod network namespace files")
 	fs.BoolVar(&cfg.Phase1, "phase1", true, fmt.Sprintf("default for Phase 1 (%s clusters) until ConfigMap %s key %s says otherwise", contract.ClusterPrefix, cm, contract.KeyPhase1))
 	fs.BoolVar(&cfg.Phase2, "phase2", true, fmt.Sprintf("default for Phase 2 (refusals) until ConfigMap %s key %s says otherwise", cm, contract.KeyPhase2))

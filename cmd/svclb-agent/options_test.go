@@ -4,8 +4,6 @@ import (
 	"flag"
 	"io"
 	"testing"
-
-	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 func parse(t *testing.T, env map[string]string, args ...string) options {
@@ -20,25 +18,29 @@ func parse(t *testing.T, env map[string]string, args ...string) options {
 	return o
 }
 
-// TestHTTPListensOnThePodIP: the agent's HTTP listens on the pod IP the DaemonSet puts in
-// contract.PodIPEnv (the node's InternalIP, which the apiserver's pod proxy and the kubelet
-// dial), never on every interface by default, and on loopback when run outside a pod.
-func TestHTTPListensOnThePodIP(t *testing.T) {
+// TestHTTPListensOnLoopback: the agent's HTTP listens on 127.0.0.1 whatever the pod's
+// environment says (on hostNetwork any other address is the node's, which every pod
+// reaches); --http moves it.
+func TestHTTPListensOnLoopback(t *testing.T) {
 	for _, tc := range []struct {
-		env         map[string]string
-		args        []string
-		http, local string
+		env  map[string]string
+		args []string
+		http string
 	}{
-		{map[string]string{contract.PodIPEnv: "10.89.0.3", "NODE_NAME": "n"}, nil, "10.89.0.3:9750", ""},
-		{nil, nil, "127.0.0.1:9750", ""},
-		{map[string]string{contract.PodIPEnv: "10.89.0.3"}, []string{"--http=127.0.0.1:0", "--http-local=127.0.0.1:9750"}, "127.0.0.1:0", "127.0.0.1:9750"},
+		{map[string]string{podIPEnv: "10.89.0.3", "NODE_NAME": "n"}, nil, "127.0.0.1:9750"},
+		{nil, nil, "127.0.0.1:9750"},
+		{map[string]string{podIPEnv: "10.89.0.3"}, []string{"--http=127.0.0.1:0"}, "127.0.0.1:0"},
 	} {
 		o := parse(t, tc.env, tc.args...)
-		if o.cfg.HTTPAddr != tc.http || o.cfg.HTTPLocalAddr != tc.local {
-			t.Errorf("env %v args %q: --http %q --http-local %q, want %q %q", tc.env, tc.args, o.cfg.HTTPAddr, o.cfg.HTTPLocalAddr, tc.http, tc.local)
+		if o.cfg.HTTPAddr != tc.http {
+			t.Errorf("env %v args %q: --http %q, want %q", tc.env, tc.args, o.cfg.HTTPAddr, tc.http)
 		}
 	}
 	if o := parse(t, map[string]string{"NODE_NAME": "kind-worker"}); o.cfg.NodeName != "kind-worker" {
 		t.Errorf("node name %q from NODE_NAME", o.cfg.NodeName)
 	}
 }
+
+// podIPEnv is where a DaemonSet would put the pod's IP (downward API status.podIP): the
+// listen address must not follow it.
+const podIPEnv = "POD_IP"

@@ -5,12 +5,10 @@ import (
 	"strconv"
 )
 
-// PodAddr is the address to listen on port at podIP (the contract.PodIPEnv the DaemonSets
-// set). Without a pod IP (a binary run by hand) it is loopback, never every interface: on
-// hostNetwork every interface is the node's, and every pod reaches them.
-func PodAddr(podIP string, port int) string {
-	if podIP == "" {
-		podIP = "127.0.0.1"
-	}
-	return net.JoinHostPort(podIP, strconv.Itoa(port))
+// LoopbackAddr is the address the agent's and the guard's HTTP listen on by default: port on
+// 127.0.0.1. Both run on hostNetwork, where every other address is the node's and reached by
+// every pod; kube-proxy binds its metrics the same way. Readers run in the container
+// (internal/loopget, through kubectl exec) or on the node.
+func LoopbackAddr(port int) string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }

@@ -10,6 +10,6 @@
 //
 //	limits.go       Limits, Defaults
 //	serve.go        Listen, Limit, Server, Serve
-//	addr.go         PodAddr: a listen address on the pod's IP
+//	addr.go         LoopbackAddr: the agent's and the guard's listen address
 //	httpservetest/  CheckCap: a running server holds no more connections than its cap
 package httpserve

@@ -287,17 +287,8 @@ func TestDefaultsAreTheContract(t *testing.T) {
 	}
 }
 
-func TestPodAddr(t *testing.T) {
-	for _, tc := range []struct {
-		ip   string
-		want string
-	}{
-		{"10.89.0.3", "10.89.0.3:9750"},
-		{"fd00::3", "[fd00::3]:9750"},
-		{"", "127.0.0.1:9750"},
-	} {
-		if got := httpserve.PodAddr(tc.ip, 9750); got != tc.want {
-			t.Errorf("PodAddr(%q) = %q, want %q", tc.ip, got, tc.want)
-		}
+func TestLoopbackAddr(t *testing.T) {
+	if got := httpserve.LoopbackAddr(9750); got != "127.0.0.1:9750" {
+		t.Errorf("LoopbackAddr(9750) = %q", got)
 	}
 }

@@ -54,11 +54,11 @@ const (
 	// HTTPIdleTimeout is how long a keep-alive connection waits for its next request.
 	HTTPIdleTimeout = 60 * time.Second
 	// HTTPMaxHeaderBytes caps a request's headers (net/http's default is 1 MiB); the
-	// apiserver's pod proxy and the kubelet's probes send well under 1 KiB.
+	// readers (the get commands, the kubelet's probes) send well under 1 KiB.
 	HTTPMaxHeaderBytes = 16 << 10
 	// HTTPMaxConns is how many connections one listener serves at once; more wait in the
 	// kernel's accept queue until one ends (every one ends within the timeouts above). The
-	// readers are the kubelet's probe, the apiserver's pod proxy and the suite, a few at a time.
+	// readers are the kubelet's probe and the suite's get commands, a few at a time.
 	HTTPMaxConns = 64
 )
 

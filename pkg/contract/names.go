@@ -53,10 +53,13 @@ const (
 	NetnsDir = "/var/run/netns"
 )
 
-// PodIPEnv is the environment variable the agent's and the guard's containers get their pod's
-// IP in (downward API status.podIP; on hostNetwork the node's InternalIP): the address their
-// HTTP listens on by default, the one the apiserver's pod proxy and the kubelet's probes dial.
-const PodIPEnv = "POD_IP"
+// AgentBinary and GuardBinary are the daemons' paths in their images (kindconfig/images.sh
+// puts cmd/<name> at /<name>). Their HTTP listens on the node's loopback only, so a reader
+// runs "<binary> get PATH" in the container (internal/loopget).
+const (
+	AgentBinary = "/svclb-agent"
+	GuardBinary = "/svclb-guard"
+)
 
 // Ports.
 const (

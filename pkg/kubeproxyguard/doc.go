@@ -184,10 +184,9 @@
 // # Status
 //
 // Guard.Handler serves /metrics (Prometheus, prefix svclb_guard_), /healthz
-// and /status, the JSON form of Status (the DaemonSet listens on its pod IP,
-// the node's, port contract.GuardPort; read it through the apiserver's
-// pod proxy:
-// /api/v1/namespaces/svclb-system/pods/<pod>:9751/proxy/status):
+// and /status, the JSON form of Status (the DaemonSet listens on the node's
+// loopback, port contract.GuardPort; read it in the guard's container:
+// kubectl -n svclb-system exec <pod> -- /svclb-guard get /status):
 //
 //	{
 //	  "node": "kind-worker",

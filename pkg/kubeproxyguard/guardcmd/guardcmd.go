@@ -19,17 +19,16 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/aether-mesh/svclb/internal/httpserve"
+	"github.com/aether-mesh/svclb/internal/loopget"
 	"github.com/aether-mesh/svclb/internal/nsselector"
 	"github.com/aether-mesh/svclb/pkg/contract"
 	"github.com/aether-mesh/svclb/pkg/kubeproxyguard"
 )
 
 // DefaultListen is the address of /status, /metrics and /healthz when -listen is not given:
-// the pod's IP (contract.PodIPEnv; on hostNetwork the node's InternalIP), which the
-// apiserver's pod proxy and the kubelet's probe dial, not every interface of the node.
-func DefaultListen(getenv func(string) string) string {
-	return httpserve.PodAddr(getenv(contract.PodIPEnv), contract.GuardPort)
-}
+// loopback (httpserve.LoopbackAddr), as kube-proxy's metrics. On hostNetwork every other
+// address is the node's, which every pod reaches; `svclb-guard get` reads it in the container.
+var DefaultListen = httpserve.LoopbackAddr(contract.GuardPort)
 
 var usage = `usage: svclb-guard <command> [flags]
 
@@ -40,6 +39,7 @@ commands:
   list    print the Services that have ClusterIP entries in table ip kube-proxy (on path, or "cut" by the guard)
   delete  NS/NAME...  cut their kube-proxy ClusterIP entries once (verdict continue)
   watch   NS/NAME...  keep them cut until interrupted (no apiserver)
+  get     PATH        write the body of PATH (/status, /metrics, /healthz) of this node's guard
 
 Run "svclb-guard <command> -h" for a command's flags.
 `
@@ -49,6 +49,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) < 1 {
 		fmt.Fprint(stderr, usage)
 		return 2
+	}
+	if args[0] == "get" { // loopget prints its own errors and picks the exit code
+		return loopget.Main(ctx, "svclb-guard", DefaultListen, args[1:], stdout, stderr)
 	}
 	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
 		"run": run, "list": list, "delete": deleteCmd, "watch": watch,
@@ -131,7 +134,7 @@ func parseServices(args []string) ([]types.NamespacedName, error) {
 func run(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs, v := newFlags("run", stderr)
 	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default: in-cluster config)")
-	listen := fs.String("listen", DefaultListen(os.Getenv), "address of /status, /metrics and /healthz: by default on $"+contract.PodIPEnv+", loopback without it")
+	listen := fs.String("listen", DefaultListen, "address of /status, /metrics and /healthz; any but loopback lets every pod that reaches it read them")
 	resync := fs.Duration("resync", time.Second, "period of the full reconcile behind the nft monitor")
 	node := fs.String("node", os.Getenv("NODE_NAME"), "this node's name (reported in /status)")
 	nsSelector := fs.String("namespace-selector", "",

@@ -90,21 +90,25 @@ func TestNamespaceSelection(t *testing.T) {
 	}
 }
 
-// TestListenDefaultsToThePodIP: `run` serves on the pod IP the DaemonSet puts in
-// contract.PodIPEnv (the node's InternalIP, which the apiserver's pod proxy and the kubelet
-// dial), not on every interface of the node; outside a pod, on loopback.
-func TestListenDefaultsToThePodIP(t *testing.T) {
-	for ip, want := range map[string]string{"10.89.0.3": `(default "10.89.0.3:9751")`, "": `(default "127.0.0.1:9751")`} {
-		t.Setenv(contract.PodIPEnv, ip)
+// TestListenDefaultsToLoopback: `run` serves on 127.0.0.1 whatever the pod's environment
+// says (on hostNetwork any other address is the node's, which every pod reaches), and `get`
+// reads it there.
+func TestListenDefaultsToLoopback(t *testing.T) {
+	for _, ip := range []string{"10.89.0.3", ""} {
+		t.Setenv(podIPEnv, ip)
 		var out, errb bytes.Buffer
 		if code := Main(context.Background(), []string{"run", "-h"}, &out, &errb); code != 0 {
 			t.Fatalf("run -h: code %d: %s", code, errb.String())
 		}
 		_, usage, _ := strings.Cut(errb.String(), "-listen string")
 		usage, _, _ = strings.Cut(usage, "\n  -")
-		if !strings.Contains(usage, want) {
-			t.Errorf("%s=%q: -listen %q, want %s", contract.PodIPEnv, ip, strings.TrimSpace(usage), want)
+		if want := `(default "127.0.0.1:9751")`; !strings.Contains(usage, want) {
+			t.Errorf("%s=%q: -listen %q, want %s", podIPEnv, ip, strings.TrimSpace(usage), want)
 		}
+	}
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"get", "-h"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), `default "127.0.0.1:9751"`) {
+		t.Errorf("get -h: code %d, %q: want the default 127.0.0.1:9751", code, errb.String())
 	}
 }
 
@@ -142,3 +146,7 @@ func TestServeCapsConnections(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 	httpservetest.CheckCap(t, addr, "/healthz", contract.HTTPMaxConns)
 }
+
+// podIPEnv is where a DaemonSet would put the pod's IP (downward API status.podIP): the
+// listen address must not follow it.
+const podIPEnv = "POD_IP"
