@@ -46,7 +46,7 @@ func legsDoc(legs []registered) []byte {
 		"on every node before the leg measures (its NodePort path stays kube-proxy's); \"clients\" are the meshed client pods of "+
 		"suite_test.go, one per node. Every leg runs through the capture (internal/capture: TPROXY into the node proxy's listener in "+
 		"the pod's netns), the agent's sync and xDS (agent/syncer.go, agent/batch.go, agent/internal/xdsserver/server.go) and the node "+
-		"proxy (Envoy, or nodeproxy/proxy.go and nodeproxy/config.go); the code column names what the leg exercises beyond that.\n\n",
+		"proxy (Envoy, or nodeproxy/proxy.go, cds.go and eds.go); the code column names what the leg exercises beyond that.\n\n",
 		contract.KubeProxyLabel, contract.KubeProxyCut)
 	b.WriteString("| # | leg | file | workloads | agent/proxy code exercised | red expects | green means |\n")
 	b.WriteString("|---|---|---|---|---|---|---|\n")

@@ -67,7 +67,7 @@ var _ = defineLeg(leg[*outlierWorkload]{
 	early:     true,
 	workloads: "Service outlier (3 Ready echo pods, one with the targetPort closed; not cut); the client on the first worker",
 	exercises: "internal/translate/cluster.go (outlier_detection consecutive_local_origin_failure, max_ejection_percent 99), " +
-		"nodeproxy/internal/lb/outlier.go (Detector), nodeproxy/outlierstats.go, nodeproxy/proxy.go and config.go",
+		"nodeproxy/internal/lb/outlier.go (Detector), nodeproxy/outlierstats.go, nodeproxy/proxy.go, outlier.go and eds.go",
 	setup: "ClusterIP Service outlier over 3 Ready echo pods, one of which (outlier-closed) listens on another port than the Service's targetPort 8080 " +
 		"(readiness on its health port passes); kube-proxy objects left in place (red shows kube-proxy's behaviour through the passthrough); one meshed client on the first worker",
 	redExpect: fmt.Sprintf("about a third of the attempts keep failing (kube-proxy keeps picking the closed endpoint), including some of the last %d; nothing ejected", outlierAfter),

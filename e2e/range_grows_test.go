@@ -50,7 +50,7 @@ var _ = defineLeg(leg[*rangeGrowsWorkload]{
 	workloads: "per run ServiceCIDR svclb-e2e-grows (10.97.0.0/24) added, then Service grows (2 echo backends, cut, ClusterIP 10.97.0.10); clients " +
 		"on every node; both deleted after the run",
 	exercises: "pkg/svcindex/index.go and ranges.go (ServiceCIDR informer, Range), internal/translate/listener.go (the Service-range trie " +
-		"matcher), the node proxy's listener update in place (nodeproxy/config.go)",
+		"matcher), the node proxy's listener update in place (nodeproxy/listeners.go)",
 	setup: fmt.Sprintf("per run: ServiceCIDR %s (%s) added at runtime, then a Service (2 echo backends, cut) with its ClusterIP in it; "+
 		"a meshed client on every node dials it once every node proxy's capture listener routes the new range; ServiceCIDR and Service deleted after the run", growsCIDRName, growsCIDR),
 	redExpect: "no backend reply (the passthrough to the VIP meets no kube-proxy rule)",
