@@ -79,6 +79,6 @@ e2e-peer: $(PEER_E2E_TEST) $(PEER_KUBECTL) $(if $(filter build,$(PEER_AGNHOST_SO
 	bash $(PEER_DIR)/run.sh
 
 .PHONY: peer-report
-peer-report: ## Rebuild _artifacts/peer/report.md and peer.json from the phases found there
+peer-report: ## Rebuild _artifacts/peer/report.md, report.html and peer.json from the phases found there
 	@$(GO) run ./e2e/conformance/cmd/conformance -report-only -set $(PEER_SET) -e2e-test $(PEER_E2E_TEST) -artifacts $(PEER_ARTIFACTS) \
 	-docs-link $$(realpath --relative-to=$(PEER_ARTIFACTS) $(REPO)/docs/peer.md)

@@ -11,7 +11,7 @@
 //	green       enrolled and cut, Phase flags on: PASS or a declared deviation
 //
 // red and green share one set-up (package enroll); the cluster is restored
-// after the last phase. The report (report.md, peer.json) is rebuilt from
+// after the last phase. The report (report.md, report.html, peer.json) is rebuilt from
 // every phase found in the artifacts directory, so phases run by separate
 // invocations (one phase each) land in one table.
 package main

@@ -75,7 +75,7 @@ func main() {
 	flag.StringVar(&o.enroll.EnvoyImage, "envoy-image", "", "Envoy image for -proxy=envoy (default: fixtures/envoy's)")
 	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 0, "bound of one phase's e2e.test runs (0: 8m for the core set, 40m otherwise)")
 	flag.IntVar(&o.shards, "shards", 0, "e2e.test processes per phase, each running a share of the set side by side (upstream runs these specs in parallel too: none is [Serial]); 0: 8 for red (each red spec waits out a 2-minute timeout), 5 otherwise; 1 with -focus")
-	flag.BoolVar(&o.reportOnly, "report-only", false, "only rebuild report.md and peer.json from the phases in -artifacts")
+	flag.BoolVar(&o.reportOnly, "report-only", false, "only rebuild report.md, report.html and peer.json from the phases in -artifacts")
 	flag.Parse()
 	o.phases = strings.FieldsFunc(phases, func(r rune) bool { return r == ',' || r == ' ' })
 	o.enroll.Log = logf
@@ -113,8 +113,12 @@ func run(ctx context.Context, o options) error {
 	if err := rep.Write(o.artifacts, o.docsLink); err != nil {
 		return errors.Join(runErr, err)
 	}
-	fmt.Print(rep.Markdown(o.docsLink))
-	logf("report: %s", filepath.Join(o.artifacts, "report.md"))
+	md, err := rep.Markdown(o.docsLink)
+	if err != nil {
+		return errors.Join(runErr, err)
+	}
+	fmt.Print(md)
+	logf("report: %s (and report.html)", filepath.Join(o.artifacts, "report.md"))
 	if rep.Failed() {
 		runErr = errors.Join(runErr, fmt.Errorf("the report has %d FAIL, %d NOT RUN", rep.Counts[specs.Fail], rep.Counts[specs.NotRun]))
 	}

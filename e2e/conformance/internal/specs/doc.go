@@ -3,8 +3,8 @@
 // lists them), plans a phase (side by side, then [Serial] and [Disruptive]
 // alone, the rest skipped with the label that rules them out on kind), reads
 // what the e2e suite reports (its JUnit files, per phase), gives each spec its
-// verdict and writes the report: report.md for people, peer.json for e2e's
-// report to fold in.
+// verdict and writes the report: report.md and report.html for people (page.go,
+// through the suites' report kit), peer.json for e2e's report to fold in.
 //
 // A verdict is the green run's result held against the deviations Proposal 044
 // declares (Deviations): PASS, EXPECTED DEVIATION (a declared reason, written

@@ -139,7 +139,7 @@ func (r *Report) Failed() bool {
 	return r.Counts[Fail] > 0 || r.Counts[NotRun] > 0 || len(r.Errors) > 0
 }
 
-// Write writes peer.json and report.md into dir. docsLink is the path of
+// Write writes peer.json, report.md and report.html into dir. docsLink is the path of
 // docs/peer.md as seen from dir (the rows link their deviation's reason).
 func (r *Report) Write(dir, docsLink string) error {
 	b, err := json.MarshalIndent(r, "", "  ")
@@ -149,81 +149,5 @@ func (r *Report) Write(dir, docsLink string) error {
 	if err := os.WriteFile(filepath.Join(dir, "peer.json"), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(r.Markdown(docsLink)), 0o644)
+	return page.WriteFiles(dir, r.View(docsLink))
 }
-
-// Markdown is report.md.
-func (r *Report) Markdown(docsLink string) string {
-	var b strings.Builder
-	b.WriteString("# Kubernetes' own Service specs through the agent (make e2e-peer)\n\n")
-	fmt.Fprintf(&b, "Kubernetes v1.34.4 test/e2e, sig-network; verdicts and deviations: [docs/peer.md](%s).\n\n", docsLink)
-	b.WriteString("| phase | setup | wall | e2e.test processes | exit | framework namespaces (not enrolled) |\n|---|---|---|---|---|---|\n")
-	for _, p := range r.Phases {
-		ns := "—"
-		if p.Enrolled {
-			ns = fmt.Sprintf("%d (%d)", p.Namespaces, len(p.NotEnrolled))
-		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f s | %d | %d | %s |\n", p.Phase, p.Setup, p.Seconds, p.Shards, p.ExitCode, ns)
-	}
-	var phases []string
-	for _, ph := range AllPhases {
-		for _, p := range r.Phases {
-			if p.Phase == ph {
-				phases = append(phases, ph)
-			}
-		}
-	}
-	b.WriteString("\n| spec |")
-	for _, ph := range phases {
-		b.WriteString(" " + ph + " |")
-	}
-	b.WriteString(" verdict | note |\n|---|")
-	for range phases {
-		b.WriteString("---|")
-	}
-	b.WriteString("---|---|\n")
-	for _, row := range r.Rows {
-		fmt.Fprintf(&b, "| %s |", row.Spec)
-		for _, ph := range phases {
-			res := row.Runs[ph]
-			cell := res.State
-			if res.State != Absent && res.State != NotReached && res.State != "" {
-				cell += fmt.Sprintf(" (%.0f s)", res.Seconds)
-			}
-			b.WriteString(" " + cell + " |")
-		}
-		verdict := row.Verdict
-		if row.Deviation != nil {
-			verdict = fmt.Sprintf("[%s](%s#%s): %s", row.Verdict, docsLink, row.Deviation.Anchor, row.Deviation.Title)
-		}
-		note := mdEscape(row.Note)
-		if row.Cause != nil {
-			note = strings.TrimPrefix(note+fmt.Sprintf("; known cause: [%s](%s#%s)", row.Cause.Title, docsLink, row.Cause.Anchor), "; ")
-		}
-		fmt.Fprintf(&b, " %s | %s |\n", verdict, note)
-	}
-	b.WriteString("\n")
-	for _, v := range Verdicts {
-		if n := r.Counts[v]; n > 0 {
-			fmt.Fprintf(&b, "- %s: %d\n", v, n)
-		}
-	}
-	for _, e := range r.Errors {
-		fmt.Fprintf(&b, "- error: %s\n", mdEscape(e))
-	}
-	failed := false
-	for _, row := range r.Rows {
-		for _, ph := range phases {
-			if res := row.Runs[ph]; res.State == Failed && res.Message != "" {
-				if !failed {
-					b.WriteString("\n## Failure messages\n\n")
-					failed = true
-				}
-				fmt.Fprintf(&b, "- %s, %s: `%s`\n", ph, row.Spec, strings.ReplaceAll(res.Message, "`", "'"))
-			}
-		}
-	}
-	return b.String()
-}
-
-func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

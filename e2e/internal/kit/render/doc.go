@@ -3,8 +3,9 @@
 // Markdown and HTML templates parsed with the kit's functions (cell, join) and templates
 // ("chart", and "table" over the row model Table), rendered to report.md and report.html.
 //
-// The leg report (e2e/internal/report), the perf report (e2e/perf/internal/report) and the
-// soak report (e2e/soak) draw their charts and write their pages with it; what each page
+// The leg report (e2e/internal/report), the perf report (e2e/perf/internal/report), the
+// soak report (e2e/soak) and the conformance report (e2e/conformance/internal/specs) draw
+// their charts and write their pages with it; what each page
 // says stays in its own templates. html/template escapes every label: backend, leg and node
 // names come from the cluster, and the page needs no script or external asset.
 package render
