@@ -68,8 +68,7 @@ func main() {
 	flag.StringVar(&o.artifacts, "artifacts", "_artifacts/peer", "report directory (one subdirectory per phase)")
 	flag.StringVar(&o.docsLink, "docs-link", "../../docs/peer.md", "docs/peer.md as the report links it from the artifacts directory")
 	flag.StringVar(&o.enroll.Selector, "selector", "e2e-framework in (services,traffic-distribution)", "namespace selector enrolling the e2e framework's namespaces (it labels them e2e-framework=<baseName>)")
-	flag.StringVar(&o.enroll.Cut, "cut", enroll.CutGuard, "who cuts the enrolled namespaces' Services: guard (its namespace-selector flag) or label (this runner labels them)")
-	flag.StringVar(&o.enroll.GuardFlag, "guard-flag", "namespace-selector", "the guard's namespace-selector flag (-cut=guard)")
+	flag.StringVar(&o.enroll.Cut, "cut", enroll.CutGuard, "who cuts the enrolled namespaces' Services: guard (following the agent's namespace selector) or label (this runner labels them)")
 	flag.StringVar(&o.enroll.GuardCut, "guard-cut", contract.GuardCutProxy, "the guard's cut mode (-cut=guard): proxy (only the node proxy's connections refused; the framework's clients keep kube-proxy) or all (kube-proxy's entries cut for everyone, as in the legs)")
 	flag.StringVar(&o.enroll.Proxy, "proxy", manifests.ProxyBuiltin, "node proxy: builtin or envoy")
 	flag.StringVar(&o.enroll.EnvoyImage, "envoy-image", "", "Envoy image for -proxy=envoy (default: fixtures/envoy's)")
@@ -79,6 +78,10 @@ func main() {
 	flag.Parse()
 	o.phases = strings.FieldsFunc(phases, func(r rune) bool { return r == ',' || r == ' ' })
 	o.enroll.Log = logf
+	if err := o.enroll.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "conformance: %v\n", err)
+		os.Exit(2)
+	}
 	prog = kit.NewProgress("e2e-peer", start, o.artifacts)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

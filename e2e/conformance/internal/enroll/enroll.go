@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +21,8 @@ import (
 
 // Cut modes: who takes the enrolled namespaces' Services off kube-proxy.
 const (
-	// CutGuard: the guard's namespace-selector mode, its flag GuardFlag.
+	// CutGuard: the guard follows the agent's ConfigMap namespace selector, as it does when
+	// deployed (no override flag).
 	CutGuard = "guard"
 	// CutLabel: this package labels each Service for the guard's label mode.
 	CutLabel = "label"
@@ -31,14 +31,11 @@ const (
 // Options say how to enroll.
 type Options struct {
 	// Selector is the namespace label selector (kubectl syntax) that enrolls
-	// the e2e framework's namespaces, in the agent's ConfigMap and, in
-	// CutGuard mode, on the guard's command line.
+	// the e2e framework's namespaces: the agent's ConfigMap key, which the
+	// guard follows in CutGuard mode.
 	Selector string
 	// Cut is CutGuard or CutLabel.
 	Cut string
-	// GuardFlag is the guard's namespace-selector flag, without dashes
-	// (CutGuard only).
-	GuardFlag string
 	// GuardCut is the guard's cut mode (its --cut, CutGuard only):
 	// contract.GuardCutProxy refuses only the node proxy's connections, so
 	// the framework's own clients keep kube-proxy; contract.GuardCutAll cuts
@@ -52,9 +49,23 @@ type Options struct {
 	Log func(format string, args ...any)
 }
 
+// Validate refuses options Enroll cannot carry out, before it changes anything.
+func (o Options) Validate() error {
+	if _, err := labels.Parse(o.Selector); err != nil {
+		return fmt.Errorf("namespace selector %q: %w", o.Selector, err)
+	}
+	if o.Cut != CutGuard && o.Cut != CutLabel {
+		return fmt.Errorf("cut %q: want %s or %s", o.Cut, CutGuard, CutLabel)
+	}
+	if o.GuardCut != "" && o.GuardCut != contract.GuardCutProxy && o.GuardCut != contract.GuardCutAll {
+		return fmt.Errorf("guard cut %q: want %s or %s", o.GuardCut, contract.GuardCutProxy, contract.GuardCutAll)
+	}
+	return nil
+}
+
 // Describe is the setup in one line, for the report.
 func (o Options) Describe() string {
-	cut := "guard --" + o.GuardFlag + "=" + o.Selector
+	cut := "guard following the agent's namespace selector"
 	switch o.GuardCut {
 	case contract.GuardCutProxy:
 		cut += " --cut=proxy (only the node proxy's connections refused; every other client keeps kube-proxy)"
@@ -62,8 +73,6 @@ func (o Options) Describe() string {
 		cut += " --cut=all (kube-proxy's entries cut for every client)"
 	case "":
 		cut += " (the guard's default cut: all)"
-	default:
-		cut += " --cut=" + o.GuardCut
 	}
 	if o.Cut == CutLabel {
 		cut = "each Service labelled " + contract.KubeProxyLabel + "=" + contract.KubeProxyCut + " as it appears (guard label mode)"
@@ -84,8 +93,8 @@ type Enrolled struct {
 // namespace selector, the cut. ctx bounds the set-up; the labeler (CutLabel)
 // runs until Restore.
 func Enroll(ctx context.Context, c *cluster.Cluster, o Options) (*Enrolled, error) {
-	if _, err := labels.Parse(o.Selector); err != nil {
-		return nil, fmt.Errorf("namespace selector %q: %w", o.Selector, err)
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	e := &Enrolled{c: c, o: o}
 	var err error
@@ -105,12 +114,12 @@ func Enroll(ctx context.Context, c *cluster.Cluster, o Options) (*Enrolled, erro
 	}
 	switch o.Cut {
 	case CutGuard:
-		o.Log("guard in namespace-selector mode (--%s)", o.GuardFlag)
-		args := []string{"--" + o.GuardFlag + "=" + o.Selector}
+		o.Log("guard following the agent's namespace selector, cut %q", o.GuardCut)
+		g := guard.Defaults()
 		if o.GuardCut != "" {
-			args = append(args, "--cut="+o.GuardCut) // the flag package keeps the last --cut
+			g.Cut = o.GuardCut
 		}
-		if err := deployGuard(ctx, c, args...); err != nil {
+		if err := deployGuard(ctx, c, g); err != nil {
 			return e, err
 		}
 	case CutLabel:
@@ -120,8 +129,6 @@ func Enroll(ctx context.Context, c *cluster.Cluster, o Options) (*Enrolled, erro
 		l := &Labeler{CS: c.CS, Selector: sel, Cut: func(ctx context.Context, svc *corev1.Service) error { return guard.Cut(ctx, c, svc) }, Log: o.Log}
 		go func() { e.cutDone <- l.Run(lctx) }()
 		o.Log("labelling every Service of namespaces %q for the guard", o.Selector)
-	default:
-		return e, fmt.Errorf("cut %q: want %s or %s", o.Cut, CutGuard, CutLabel)
 	}
 	return e, nil
 }
@@ -152,7 +159,7 @@ func (e *Enrolled) Restore(ctx context.Context) error {
 	note(waitNamespacesGone(ctx, e.c, e.o.Selector, 4*time.Minute))
 	if e.o.Cut == CutGuard {
 		e.o.Log("guard as the suite deploys it")
-		note(deployGuard(ctx, e.c))
+		note(deployGuard(ctx, e.c, guard.Defaults()))
 	}
 	e.o.Log("node DaemonSet without svclb-cni")
 	note(deployNode(ctx, e.c, e.o, nil))
@@ -187,20 +194,10 @@ func deployNode(ctx context.Context, c *cluster.Cluster, o Options, cni *manifes
 	return waitConflists(ctx, c, cni != nil)
 }
 
-// deployGuard applies the suite's guard (guard.Defaults) with extra arguments
-// and waits for it. The namespace selector is passed as an argument (the
-// flag GuardFlag names): a second --namespace-selector overrides the
-// Defaults' (the flag package keeps the last).
-func deployGuard(ctx context.Context, c *cluster.Cluster, args ...string) error {
-	g := guard.Defaults()
+// deployGuard applies the guard of g and waits for it.
+func deployGuard(ctx context.Context, c *cluster.Cluster, g guard.Options) error {
 	g.ImagePullPolicy = corev1.PullNever // kind-loaded, never pulled
 	objs := guard.Objects(g)
-	for _, o := range objs {
-		if ds, ok := o.(*appsv1.DaemonSet); ok && ds.Name == guard.Name {
-			ctr := &ds.Spec.Template.Spec.Containers[0]
-			ctr.Args = append(ctr.Args, args...)
-		}
-	}
 	cluster.StampImageIDs(ctx, objs)
 	if err := c.Apply(ctx, "guard", objs); err != nil {
 		return err
