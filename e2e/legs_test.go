@@ -29,6 +29,7 @@ var legOrder = []string{
 	"named-port",
 	"outlier",
 	"retry",
+	"retry-blackhole",
 	"recreate",
 	"new-service",
 	// Control legs: what svclb leaves to kube-proxy.

@@ -69,40 +69,8 @@ var _ = defineLeg(leg[*retryWorkload]{
 		"red: none (the Service is cut); each attempt %s", contract.SvcMaxConnectAttempts, retrySlack, workload.AttemptTimeout),
 	timeout: 6 * time.Minute,
 	prepare: func(ctx context.Context) (*retryWorkload, error) {
-		ns := suite.legsNS
-		node := suite.cluster.Workers()[0].Name
-		w := &retryWorkload{client: suite.clientOn(node), closed: "retry-closed"}
-		if w.client == nil {
-			return nil, fmt.Errorf("no meshed client on %s", node)
-		}
-		pods := []*corev1.Pod{
-			workload.EchoPod(ns, "retry-0", "retry", workload.EchoPodOptions{}),
-			workload.EchoPod(ns, "retry-1", "retry", workload.EchoPodOptions{}),
-			// Ready through its health port, nothing on the Service's targetPort.
-			workload.EchoPod(ns, w.closed, "retry", workload.EchoPodOptions{Port: workload.EchoPort + 10, PortName: "elsewhere"}),
-		}
-		svc := workload.Service(ns, "retry", workload.ServiceOptions{Selector: map[string]string{workload.AppLabel: "retry"}, Cut: true})
-		if err := suite.cluster.Create(ctx, pods[0], pods[1], pods[2], svc); err != nil {
-			return nil, err
-		}
-		ready, err := suite.cluster.WaitPodsReady(ctx, ns, workload.AppLabel+"=retry", len(pods), 2*time.Minute)
-		if err != nil {
-			return nil, err
-		}
-		want := map[string]string{}
-		for _, p := range ready {
-			want[p.Name] = workload.EndpointReady
-		}
-		if err := workload.WaitEndpoints(ctx, suite.cluster, ns, svc.Name, want); err != nil {
-			return nil, err
-		}
-		// Red is the control: kube-proxy's entries of the Service must be gone first.
-		if _, err := guard.WaitCut(ctx, suite.cluster, svc, time.Minute); err != nil {
-			return nil, err
-		}
-		w.svc, w.to = svc, workload.Addr(svc, 80)
-		w.stat = contract.StatName(ns, svc.Name, 80)
-		return w, nil
+		// Ready through its health port, nothing on the Service's targetPort.
+		return prepareRetry(ctx, "retry", "retry-closed", workload.EchoPodOptions{Port: workload.EchoPort + 10, PortName: "elsewhere"})
 	},
 	services: func(w *retryWorkload) []measure.Dialled {
 		d := measure.ServicePort(w.svc, 80)
@@ -116,6 +84,63 @@ var _ = defineLeg(leg[*retryWorkload]{
 	},
 })
 
+// prepareRetry creates Service app over two echo pods and the pod odd, shaped by oddOpts, all
+// Ready, cut, with one meshed client on the first worker.
+func prepareRetry(ctx context.Context, app, odd string, oddOpts workload.EchoPodOptions) (*retryWorkload, error) {
+	ns := suite.legsNS
+	node := suite.cluster.Workers()[0].Name
+	w := &retryWorkload{client: suite.clientOn(node), closed: odd}
+	if w.client == nil {
+		return nil, fmt.Errorf("no meshed client on %s", node)
+	}
+	pods := []*corev1.Pod{
+		workload.EchoPod(ns, app+"-0", app, workload.EchoPodOptions{}),
+		workload.EchoPod(ns, app+"-1", app, workload.EchoPodOptions{}),
+		workload.EchoPod(ns, odd, app, oddOpts),
+	}
+	svc := workload.Service(ns, app, workload.ServiceOptions{Selector: map[string]string{workload.AppLabel: app}, Cut: true})
+	if err := suite.cluster.Create(ctx, pods[0], pods[1], pods[2], svc); err != nil {
+		return nil, err
+	}
+	ready, err := suite.cluster.WaitPodsReady(ctx, ns, workload.AppLabel+"="+app, len(pods), 2*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]string{}
+	for _, p := range ready {
+		want[p.Name] = workload.EndpointReady
+	}
+	if err := workload.WaitEndpoints(ctx, suite.cluster, ns, svc.Name, want); err != nil {
+		return nil, err
+	}
+	// Red is the control: kube-proxy's entries of the Service must be gone first.
+	if _, err := guard.WaitCut(ctx, suite.cluster, svc, time.Minute); err != nil {
+		return nil, err
+	}
+	w.svc, w.to = svc, workload.Addr(svc, 80)
+	w.stat = contract.StatName(ns, svc.Name, 80)
+	return w, nil
+}
+
+// dialStage makes n attempts of w's client at interval and records them in run under stage.
+func dialStage(ctx context.Context, w *retryWorkload, run *evidence.Run, stage string, n int, interval time.Duration) ([]echo.Result, error) {
+	start := time.Since(run.Started)
+	o := workload.DialOptions{Count: n, Interval: interval, Timeout: workload.AttemptTimeout}
+	rs, err := workload.Dial(ctx, suite.cluster, w.client, w.to, o)
+	if err != nil {
+		return nil, err
+	}
+	run.Tally(rs, suite.cluster.Zone)
+	for i, r := range rs {
+		s := evidence.Sample{At: start + time.Duration(i)*o.Interval, Stage: stage, Outcome: echo.Outcome(r)}
+		if r.Reply != nil {
+			s.Backend = evidence.BackendKey(r.Reply, suite.cluster.Zone)
+		}
+		run.Timeline = append(run.Timeline, s)
+	}
+	return rs, nil
+}
+
 func measureRetry(ctx context.Context, w *retryWorkload, run *evidence.Run) error {
 	node := w.client.Spec.NodeName
 	fail := proxy.ClusterStat(w.stat, proxy.UpstreamCxConnectFail)
@@ -125,24 +150,7 @@ func measureRetry(ctx context.Context, w *retryWorkload, run *evidence.Run) erro
 	if err != nil {
 		return err
 	}
-	dial := func(stage string, n int) ([]echo.Result, error) {
-		start := time.Since(run.Started)
-		o := workload.DialOptions{Count: n, Interval: retryInterval, Timeout: workload.AttemptTimeout}
-		rs, err := workload.Dial(ctx, suite.cluster, w.client, w.to, o)
-		if err != nil {
-			return nil, err
-		}
-		run.Tally(rs, suite.cluster.Zone)
-		for i, r := range rs {
-			s := evidence.Sample{At: start + time.Duration(i)*o.Interval, Stage: stage, Outcome: echo.Outcome(r)}
-			if r.Reply != nil {
-				s.Backend = evidence.BackendKey(r.Reply, suite.cluster.Zone)
-			}
-			run.Timeline = append(run.Timeline, s)
-		}
-		return rs, nil
-	}
-	first, err := dial("with the closed endpoint in rotation", retryBefore)
+	first, err := dialStage(ctx, w, run, "with the closed endpoint in rotation", retryBefore, retryInterval)
 	if err != nil {
 		return err
 	}
@@ -150,7 +158,7 @@ func measureRetry(ctx context.Context, w *retryWorkload, run *evidence.Run) erro
 	if err != nil {
 		return err
 	}
-	next, err := dial("after its ejection", retryAfter)
+	next, err := dialStage(ctx, w, run, "after its ejection", retryAfter, retryInterval)
 	if err != nil {
 		return err
 	}

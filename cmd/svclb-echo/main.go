@@ -8,6 +8,7 @@
 //	svclb-echo load --target a=web.ns.svc.cluster.local.:80 --rate 5 --long 1 --duration 10m
 //	svclb-echo sweep --to 10.96.0.10:80,10.96.0.11:80 --count 2 | --prefix 10.96.0.0/16 --hosts 1024 --ports 80,443 --parallel 256
 //	svclb-echo steer --to 127.0.0.1:9901,169.254.169.254:80   # needs NET_ADMIN: steer the pod's own capture (fixtures/capture Steer)
+//	svclb-echo blackhole --port 8080   # needs NET_ADMIN: drop TCP to the port in the pod's netns (fixtures/echo Blackhole)
 //	svclb-echo idle   # keeps a client pod up (the image has no shell)
 package main
 
@@ -31,7 +32,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: svclb-echo serve|dial|until-reply|lookup|tls|load|sweep|steer|idle [flags]")
+		fmt.Fprintln(os.Stderr, "usage: svclb-echo serve|dial|until-reply|lookup|tls|load|sweep|steer|blackhole|idle [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -55,10 +56,12 @@ func main() {
 		err = sweep(ctx, args)
 	case "steer":
 		err = steer(args)
+	case "blackhole":
+		err = blackhole(args)
 	case "idle", "sleep":
 		<-ctx.Done()
 	default:
-		err = fmt.Errorf("unknown command %q (want serve, dial, until-reply, lookup, tls, load, sweep, steer or idle)", cmd)
+		err = fmt.Errorf("unknown command %q (want serve, dial, until-reply, lookup, tls, load, sweep, steer, blackhole or idle)", cmd)
 	}
 	if err != nil {
 		log.Error("svclb-echo", "err", err)
