@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,22 +25,30 @@ import (
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
-// growsCIDRName names the ServiceCIDR the leg adds; growsCIDR is its range,
-// outside kindconfig/cluster.yaml's Service (10.96.0.0/16) and pod
-// (10.244.0.0/16) ranges and the kind network.
+// growsCIDRName names the ServiceCIDR the leg adds. Its range is the first of growsCandidates
+// that overlaps no ServiceCIDR, no node's pod range and no node address of the cluster
+// (freeGrowsCIDR): the first is outside kindconfig/cluster.yaml's Service (10.96.0.0/16) and pod
+// (10.244.0.0/16) ranges and the kind network, but inside kubeadm's default Service range
+// (10.96.0.0/12), where the others serve.
 const growsCIDRName = "svclb-e2e-grows"
 
-var growsCIDR = netip.MustParsePrefix("10.97.0.0/24")
+var growsCandidates = []netip.Prefix{
+	netip.MustParsePrefix("10.97.0.0/24"),
+	netip.MustParsePrefix("10.200.0.0/24"),
+	netip.MustParsePrefix("10.254.250.0/24"),
+}
 
-// growsService is the Service each run creates in growsCIDR, at growsVIP,
-// and deletes after: one address for both runs, so what the leg dials is
-// declared once.
-const growsService = "grows"
-
-var growsVIP = netip.MustParseAddrPort("10.97.0.10:80") // in growsCIDR
+// growsService is the Service each run creates in the range, at growsHost of it, port 80, and
+// deletes after: one address for both runs, so what the leg dials is declared once.
+const (
+	growsService = "grows"
+	growsHost    = 10
+)
 
 type rangeGrowsWorkload struct {
 	selector map[string]string
+	cidr     netip.Prefix   // the ServiceCIDR's range
+	vip      netip.AddrPort // the Service's ClusterIP and port, in cidr
 }
 
 // range-grows: a ServiceCIDR added while everything runs widens the Service
@@ -47,12 +56,12 @@ type rangeGrowsWorkload struct {
 // it is served like any other, with nothing restarted.
 var _ = defineLeg(leg[*rangeGrowsWorkload]{
 	name: "range-grows",
-	workloads: "per run ServiceCIDR svclb-e2e-grows (10.97.0.0/24) added, then Service grows (2 echo backends, cut, ClusterIP 10.97.0.10); clients " +
-		"on every node; both deleted after the run",
+	workloads: "per run ServiceCIDR svclb-e2e-grows (the first /24 of 10.97.0.0, 10.200.0.0, 10.254.250.0 that overlaps no ServiceCIDR, " +
+		"pod range or node address) added, then Service grows (2 echo backends, cut, ClusterIP its .10); clients on every node; both deleted after the run",
 	exercises: "pkg/svcindex/index.go and ranges.go (ServiceCIDR informer, Range), internal/translate/listener.go (the Service-range trie " +
 		"matcher), the node proxy's listener update in place (nodeproxy/listeners.go)",
-	setup: fmt.Sprintf("per run: ServiceCIDR %s (%s) added at runtime, then a Service (2 echo backends, cut) with its ClusterIP in it; "+
-		"a meshed client on every node dials it once every node proxy's capture listener routes the new range; ServiceCIDR and Service deleted after the run", growsCIDRName, growsCIDR),
+	setup: fmt.Sprintf("per run: ServiceCIDR %s (a free /24) added at runtime, then a Service (2 echo backends, cut) with its ClusterIP in it; "+
+		"a meshed client on every node dials it once every node proxy's capture listener routes the new range; ServiceCIDR and Service deleted after the run", growsCIDRName),
 	redExpect: "no backend reply (the passthrough to the VIP meets no kube-proxy rule)",
 	chance:    allSucceed + "; the range's growth is waited for on every proxy (its capture listener and the svc: cluster) before any dial",
 	greenMeans: "every attempt from every client gets a reply through its node proxy's " + contract.ChainSvc + " chain (tcp." + contract.ChainSvc +
@@ -63,9 +72,12 @@ var _ = defineLeg(leg[*rangeGrowsWorkload]{
 		if err := cleanupGrows(ctx, true); err != nil {
 			return nil, err
 		}
-		if err := checkGrowsCIDRFree(ctx); err != nil {
+		cidr, err := freeGrowsCIDR(ctx)
+		if err != nil {
 			return nil, err
 		}
+		w.cidr = cidr
+		w.vip = netip.AddrPortFrom(nthAddr(cidr, growsHost), 80)
 		dep := workload.EchoDeployment(suite.legsNS, "grows", workload.Backends{Replicas: 2})
 		if err := suite.cluster.Create(ctx, dep); err != nil {
 			return nil, err
@@ -76,8 +88,8 @@ var _ = defineLeg(leg[*rangeGrowsWorkload]{
 		w.selector = dep.Spec.Selector.MatchLabels
 		return w, nil
 	},
-	services: func(*rangeGrowsWorkload) []measure.Dialled {
-		return []measure.Dialled{{To: growsVIP.String(), Namespace: suite.legsNS, Service: growsService}}
+	services: func(w *rangeGrowsWorkload) []measure.Dialled {
+		return []measure.Dialled{{To: w.vip.String(), Namespace: suite.legsNS, Service: growsService}}
 	},
 	measure: func(ctx context.Context, w *rangeGrowsWorkload, run *evidence.Run) {
 		err := measureRangeGrows(ctx, w, run)
@@ -110,30 +122,58 @@ func cleanupGrows(ctx context.Context, wait bool) error {
 	return suite.cluster.DeleteServiceCIDR(ctx, growsCIDRName, 2*time.Minute)
 }
 
-// checkGrowsCIDRFree refuses a growsCIDR that overlaps a ServiceCIDR or a
-// node's pod range: the leg would prove nothing there.
-func checkGrowsCIDRFree(ctx context.Context) error {
+// freeGrowsCIDR is the first of growsCandidates that overlaps no ServiceCIDR, no node's pod
+// range and no node address: the leg would prove nothing in a range already served, and
+// would shadow real addresses in one in use.
+func freeGrowsCIDR(ctx context.Context) (netip.Prefix, error) {
 	var taken []string
 	scs, err := suite.cluster.CS.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("list ServiceCIDRs: %w", err)
+		return netip.Prefix{}, fmt.Errorf("list ServiceCIDRs: %w", err)
 	}
 	for _, sc := range scs.Items {
 		taken = append(taken, sc.Spec.CIDRs...)
 	}
 	nodes, err := suite.cluster.CS.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("list nodes: %w", err)
+		return netip.Prefix{}, fmt.Errorf("list nodes: %w", err)
 	}
 	for _, n := range nodes.Items {
 		taken = append(taken, n.Spec.PodCIDRs...)
-	}
-	for _, s := range taken {
-		if p, err := netip.ParsePrefix(s); err == nil && p.Overlaps(growsCIDR) {
-			return fmt.Errorf("%s overlaps %s, already in use", growsCIDR, s)
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				taken = append(taken, netip.PrefixFrom(ip, ip.BitLen()).String())
+			}
 		}
 	}
-	return nil
+	return firstFree(growsCandidates, taken)
+}
+
+// firstFree is the first of candidates that overlaps none of taken (prefixes; what does not
+// parse is skipped).
+func firstFree(candidates []netip.Prefix, taken []string) (netip.Prefix, error) {
+	for _, c := range candidates {
+		free := true
+		for _, s := range taken {
+			if p, err := netip.ParsePrefix(s); err == nil && p.Overlaps(c) {
+				free = false
+				break
+			}
+		}
+		if free {
+			return c, nil
+		}
+	}
+	return netip.Prefix{}, fmt.Errorf("every candidate range %v overlaps a ServiceCIDR, pod range or node address in use (%v)", candidates, taken)
+}
+
+// nthAddr is the n-th address of p (its first is 0).
+func nthAddr(p netip.Prefix, n int) netip.Addr {
+	a := p.Masked().Addr()
+	for range n {
+		a = a.Next()
+	}
+	return a
 }
 
 // restarts is the restart count of every container of the pods that would
@@ -207,7 +247,7 @@ func growsReady(ctx context.Context, clients []corev1.Pod, vip netip.Addr, clust
 }
 
 func measureRangeGrows(ctx context.Context, w *rangeGrowsWorkload, run *evidence.Run) error {
-	vip := growsVIP
+	vip := w.vip
 	clients := suite.clients
 	nodes := clientNodes(clients)
 	r0, err := restarts(ctx)
@@ -219,7 +259,7 @@ func measureRangeGrows(ctx context.Context, w *rangeGrowsWorkload, run *evidence
 		return err
 	}
 	t0 := time.Now()
-	if err := suite.cluster.CreateServiceCIDR(ctx, growsCIDRName, growsCIDR, time.Minute); err != nil {
+	if err := suite.cluster.CreateServiceCIDR(ctx, growsCIDRName, w.cidr, time.Minute); err != nil {
 		return err
 	}
 	cidrReady := time.Since(t0)
@@ -275,7 +315,7 @@ func measureRangeGrows(ctx context.Context, w *rangeGrowsWorkload, run *evidence
 	}
 	run.Notes = append(run.Notes,
 		fmt.Sprintf("ServiceCIDR %s (%s) Ready %.1fs after creation; every client's listener routed %s and the proxies held what that needs %.1fs after creation",
-			growsCIDRName, growsCIDR, cidrReady.Seconds(), vip.Addr(), grown.Seconds()),
+			growsCIDRName, w.cidr, cidrReady.Seconds(), vip.Addr(), grown.Seconds()),
 		"chain for "+vip.Addr().String()+": "+strings.Join(chainList, ", "))
 	if len(restarted) > 0 {
 		run.Notes = append(run.Notes, "restarted or replaced during the run: "+strings.Join(restarted, ", "))
@@ -285,4 +325,32 @@ func measureRangeGrows(ctx context.Context, w *rangeGrowsWorkload, run *evidence
 	run.Summary = fmt.Sprintf("%s to %s/%s (%s); the listeners route it to %s on every client's node: %v; restarted: %d",
 		run.Counts(), suite.legsNS, growsService, vip, contract.ChainSvc, throughSvc, len(restarted))
 	return nil
+}
+
+// TestFirstFree: the range-grows leg takes the first candidate that no range or address in use
+// overlaps, skips what does not parse, and says so when every candidate is taken.
+func TestFirstFree(t *testing.T) {
+	c := []netip.Prefix{netip.MustParsePrefix("10.97.0.0/24"), netip.MustParsePrefix("10.200.0.0/24")}
+	for _, tc := range []struct {
+		taken []string
+		want  string
+	}{
+		{[]string{"10.96.0.0/16", "10.244.0.0/16", "172.18.0.2/32"}, "10.97.0.0/24"},
+		{[]string{"10.96.0.0/12", "garbage"}, "10.200.0.0/24"}, // kubeadm's default Service range holds the first
+		{[]string{"10.0.0.0/8"}, ""},
+	} {
+		got, err := firstFree(c, tc.taken)
+		if tc.want == "" {
+			if err == nil {
+				t.Errorf("taken %v: got %s, want an error", tc.taken, got)
+			}
+			continue
+		}
+		if err != nil || got.String() != tc.want {
+			t.Errorf("taken %v: %s, %v; want %s", tc.taken, got, err, tc.want)
+		}
+	}
+	if a := nthAddr(netip.MustParsePrefix("10.200.0.0/24"), 10); a.String() != "10.200.0.10" {
+		t.Errorf("nthAddr = %s", a)
+	}
 }
