@@ -9,6 +9,7 @@
 #   make e2e-svc PROXY=builtin|envoy  node proxy; default: Envoy if its image can be pulled, else built-in
 #   make e2e-svc KIND_NODE_MODE=offline  kindconfig's cluster variables reach `make cluster` unchanged
 #   make legs-doc                     docs/legs.md from the legs (TestLegsDoc fails while it is stale)
+#   make envoy-validate               the representative xDS set through Envoy's --mode validate
 
 LEGS         ?=
 PROXY        ?=
@@ -36,3 +37,13 @@ legs-doc: ## Rewrite docs/legs.md from the legs (legOrder and each leg's value);
 .PHONY: e2e-report
 e2e-report: ## Re-render _artifacts/report.md and report.html from the evidence of the last run
 	@$(GO) run ./e2e/cmd/report -dir $(E2E_ARTIFACTS)
+
+##@ Envoy's own check (fixtures/envoy)
+
+# fixtures/envoy/validate.sh: a local envoy binary, else ENVOY_IMAGE if Docker already has it,
+# else one line saying why it skipped. ENVOY_PULL=1 pulls the image first (the workflow) and
+# fails where it cannot be had.
+ENVOY_PULL ?=
+.PHONY: envoy-validate
+envoy-validate: ## The representative xDS set (both CDS modes) as static resources through Envoy's --mode validate; ENVOY_PULL=1 pulls the image; without envoy or its image it skips, saying why
+	@REPO=$(REPO) GO="$(GO)" ENVOY_IMAGE=$(ENVOY_IMAGE) ENVOY_PULL="$(ENVOY_PULL)" bash $(REPO)/fixtures/envoy/validate.sh

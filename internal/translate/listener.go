@@ -157,8 +157,9 @@ func NodeLocalPrefixes(nodeAddrs []netip.Addr) []netip.Prefix {
 }
 
 // refusedChain closes every connection it takes: its cluster has no endpoint, so tcp_proxy
-// finds no host, counts cluster.blackhole.upstream_cx_none_healthy and closes with UH
-// (source/common/tcp_proxy/tcp_proxy.cc Filter::establishUpstreamConnection). Its access log
+// finds no host and closes with UH (source/common/tcp_proxy/tcp_proxy.cc
+// Filter::establishUpstreamConnection), counted in tcp.cap_refused.downstream_cx_total only
+// (Envoy 1.39 counts no upstream_cx_none_healthy there, docs/envoy-fidelity.md). Its access log
 // reports each one to the agent, with the pod the listener belongs to: the source address of
 // a pod dialling its own loopback is 127.0.0.1.
 func refusedChain(pod CapturedPod) *listenerv3.FilterChain {

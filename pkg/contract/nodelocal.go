@@ -13,7 +13,8 @@ import (
 const (
 	// ChainRefused is the capture listener's chain of node-local destinations: its tcp_proxy
 	// goes to BlackholeCluster, which has no endpoint, so the proxy closes the connection at
-	// once (UH) and counts it (tcp.cap_refused.*, cluster.blackhole.upstream_cx_none_healthy).
+	// once (UH) and counts it (tcp.cap_refused.downstream_cx_total; the agent, from the access
+	// log, MetricNodeLocalRefused).
 	ChainRefused = "cap_refused"
 	// BlackholeCluster is ChainRefused's STATIC cluster without endpoints.
 	BlackholeCluster = "blackhole"
