@@ -1,16 +1,25 @@
 package agent
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
 	"net/netip"
+	"os"
+	"slices"
 	"testing"
+	"time"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/google/nftables"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
 	"github.com/aether-mesh/svclb/internal/refuse"
 	"github.com/aether-mesh/svclb/internal/testing/netnstest"
+	"github.com/aether-mesh/svclb/pkg/agentstatus"
 )
 
 // setAt reads the refuse set of the netns at path; ok is false without a table.
@@ -133,4 +142,60 @@ func TestRefuserFollowsEndpoints(t *testing.T) {
 	if _, ok := setAt(t, ns.Path()); ok {
 		t.Fatal("pod gone: its table is still there")
 	}
+}
+
+// TestRefuserFanOutCost measures what one Service emptying or filling costs the sync with
+// SVCLB_REFUSE_PODS (default 50) captured pods on the node: one refuse-set transaction per pod,
+// each through the pod's netns file (refuse.Open), in sequence. docs/architecture.md has the
+// figures.
+func TestRefuserFanOutCost(t *testing.T) {
+	n := 50
+	if v := os.Getenv("SVCLB_REFUSE_PODS"); v != "" {
+		if _, err := fmt.Sscan(v, &n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := newRefuser(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var pods []agentstatus.ListenerStatus
+	for i := range n {
+		ns := netnstest.New(t)
+		pods = append(pods, agentstatus.ListenerStatus{Namespace: "ns", Name: fmt.Sprint("p", i), Netns: ns.Path()})
+	}
+	r.reconcile(pods, nil)
+	svc := refused{netip.MustParseAddrPort("10.96.0.10:80"): {Namespace: "ns", Name: "web"}}
+	const rounds = 100
+	var fan, one []time.Duration
+	for i := range rounds {
+		t0 := time.Now()
+		if i%2 == 0 {
+			r.reconcile(pods, svc) // enters after the push
+		} else {
+			r.shrink(nil) // leaves before the push
+		}
+		fan = append(fan, time.Since(t0))
+	}
+	for _, p := range r.pods {
+		if !p.installed {
+			t.Fatalf("pod %s: no table", p.pod)
+		}
+	}
+	// One pod's transaction alone, as refuser.update makes it (open by path, one flush).
+	p := r.pods[pods[0].Netns]
+	for i := range rounds {
+		add, del := slices.Collect(maps.Keys(svc)), []netip.AddrPort(nil)
+		if i%2 == 1 {
+			add, del = nil, add
+		}
+		t0 := time.Now()
+		if err := r.in(p, func(c *nftables.Conn) error { return refuse.Update(c, add, del) }); err != nil {
+			t.Fatal(err)
+		}
+		one = append(one, time.Since(t0))
+	}
+	q := func(d []time.Duration, f float64) time.Duration {
+		slices.Sort(d)
+		return d[int(f*float64(len(d)-1))]
+	}
+	t.Logf("%d pods: one Service port entering or leaving every pod's set: p50 %v, p99 %v; one pod's update: p50 %v, p99 %v",
+		n, q(fan, .5), q(fan, .99), q(one, .5), q(one, .99))
 }
