@@ -190,7 +190,8 @@ func (s *syncer) sync() error {
 	s.mu.Lock()
 	dirty, triggers, all, listeners := s.dirty, s.triggers, s.dirtyAll, s.dirtyListeners
 	node, nodeAddrs, p1, p2, mode, settingsErrs := s.node, s.nodeAddrs, s.phase1, s.phase2, s.mode, s.settingsErrs
-	reset := s.reset && p1 && p2
+	resetSet := s.reset
+	reset := resetSet && p1 && p2 // in force
 	ops, restored := s.demandOps, s.restored
 	s.dirty, s.triggers = map[k8stypes.NamespacedName]struct{}{}, map[k8stypes.NamespacedName]time.Time{}
 	s.dirtyAll, s.dirtyListeners = false, false
@@ -277,7 +278,7 @@ func (s *syncer) sync() error {
 		s.m.push.Observe(now.Sub(start).Seconds())
 	}
 	s.saveDemand()
-	s.publishStatus(node, nodeAddrs, p1, p2, mode, reset, settingsErrs, lst, listeners)
+	s.publishStatus(node, nodeAddrs, p1, p2, mode, resetSet, settingsErrs, lst, listeners)
 	if unresolved > 0 {
 		s.mu.Lock()
 		if s.retry == nil {
