@@ -51,6 +51,10 @@ type refusedPod struct {
 	path      string
 	installed bool                      // the table is there with have in its set
 	last      map[netip.AddrPort]uint64 // the counters when last read
+	// conn is the lasting connection into the netns (refuse.Open), nil until needed and after
+	// an error; release closes it. Held while the pod is listed: it keeps the netns.
+	conn    *nftables.Conn
+	release func()
 }
 
 func newRefuser(log *slog.Logger) *refuser {
@@ -217,6 +221,7 @@ func (r *refuser) update(p *refusedPod, add, del []netip.AddrPort) {
 // drop deletes p's table, its counters read first; its netns may be gone already.
 func (r *refuser) drop(p *refusedPod) {
 	if !p.installed {
+		p.closeConn()
 		return
 	}
 	r.count(p)
@@ -224,6 +229,7 @@ func (r *refuser) drop(p *refusedPod) {
 		r.log.Debug("refuse table not deleted (the pod's netns may be gone)", contract.LogKeyPod, p.pod, "netns", p.path, "error", err)
 	}
 	p.installed = false
+	p.closeConn()
 }
 
 // count adds what p's counters gained since last read to the metric, and logs one line per
@@ -261,12 +267,27 @@ func (r *refuser) failed(p *refusedPod, what string, err error) {
 	}
 }
 
-// in runs fn with a connection into p's netns.
+// in runs fn with p's connection into its netns, opened if need be. After an error the
+// connection is closed (a lasting netlink socket may hold the failed transaction's replies):
+// the next call opens a new one.
 func (r *refuser) in(p *refusedPod, fn func(*nftables.Conn) error) error {
-	c, release, err := refuse.Open(p.path)
-	if err != nil {
-		return err
+	if p.conn == nil {
+		c, release, err := refuse.Open(p.path)
+		if err != nil {
+			return err
+		}
+		p.conn, p.release = c, release
 	}
-	defer release()
-	return fn(c)
+	err := fn(p.conn)
+	if err != nil {
+		p.closeConn()
+	}
+	return err
+}
+
+func (p *refusedPod) closeConn() {
+	if p.conn != nil {
+		p.release()
+		p.conn, p.release = nil, nil
+	}
 }
