@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -199,3 +200,41 @@ func TestRefuserFanOutCost(t *testing.T) {
 	t.Logf("%d pods: one Service port entering or leaving every pod's set: p50 %v, p99 %v; one pod's update: p50 %v, p99 %v",
 		n, q(fan, .5), q(fan, .99), q(one, .5), q(one, .99))
 }
+
+// failingPub refuses every push.
+type failingPub struct{}
+
+func (failingPub) Apply(xdsserver.Update) error { return errors.New("push refused") }
+
+// TestRefuserFailedPush: a push that fails leaves the pods' sets as the last good push had
+// them: the proxy still has the empty cluster, so its VIP:port is refused again.
+func TestRefuserFailedPush(t *testing.T) {
+	ns := netnstest.New(t)
+	f := newFixture(t)
+	f.s.netns = fakeNetns{netip.MustParseAddr("10.244.1.3"): ns.Path()}
+	f.s.reset = true
+	dst := netip.MustParseAddrPort("10.96.0.10:80")
+	_ = f.pods.Add(podObj("client", "node-a", "10.244.1.3", true))
+	_ = f.services.Add(svcObj("web", "10.96.0.10"))
+	f.sync(t)
+	if set, _ := setAt(t, ns.Path()); set == nil || !hasKey(set, dst) {
+		t.Fatalf("no endpoints: set %v, want %s", set, dst)
+	}
+	f.s.pub = failingPub{}
+	_ = f.slices.Add(sliceObj("web", "web-1", "10.244.1.5"))
+	f.s.serviceChanged(svcObj("web", "10.96.0.10"))
+	if err := f.s.sync(); err == nil {
+		t.Fatal("the sync did not fail")
+	}
+	if set, _ := setAt(t, ns.Path()); set == nil || !hasKey(set, dst) {
+		t.Fatalf("after the failed push: set %v, want %s (the proxy kept the empty cluster)", set, dst)
+	}
+	f.s.pub = f.pub
+	f.s.serviceChanged(svcObj("web", "10.96.0.10"))
+	f.sync(t)
+	if set, _ := setAt(t, ns.Path()); set == nil || hasKey(set, dst) {
+		t.Fatalf("after the push that fills it: set %v, want no %s", set, dst)
+	}
+}
+
+func hasKey(m map[netip.AddrPort]uint64, k netip.AddrPort) bool { _, ok := m[k]; return ok }
