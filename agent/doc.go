@@ -49,6 +49,7 @@
 // A test that flips a phase waits until every node's /status shows the new phases.
 //
 // Metrics (names in pkg/contract): svclb_svc_refused_total{reason,namespace,service} (reasons no-endpoints,
+// which with refusal reset also counts the SYNs the pods' refuse tables reset,
 // port-not-declared, no-service, and not-programmed for an NC on a known Service port the
 // proxy had no cluster for yet), svclb_snapshot_version, svclb_snapshot_resources,
 // svclb_clusters, svclb_endpoints, svclb_listeners, svclb_push_duration_seconds,
