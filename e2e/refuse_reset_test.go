@@ -147,6 +147,11 @@ func refuseReset(ctx context.Context, w *refuseResetWorkload, run *evidence.Run)
 	if _, err := measure.WaitProgrammed(ctx, c, dialled); err != nil {
 		return err
 	}
+	// The endpoint made kube-proxy write the Service's ClusterIP entries again: dial once the
+	// guard has cut them again, so a reply comes through the node proxy only (red: none).
+	if _, err := guard.WaitCut(ctx, c, w.svc, time.Minute); err != nil {
+		return err
+	}
 	filled, err := refuseResetDial(ctx, to)
 	if err != nil {
 		return err
