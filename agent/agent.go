@@ -104,6 +104,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	go d.s.loop(ctx, d.idx.Changed, cfg.Debounce)
+	go d.s.refuser.run(ctx, contract.RefuseCountEvery)
 	select {
 	case <-ctx.Done():
 		return nil
@@ -196,6 +197,10 @@ func (d *deps) syncer(ctx context.Context) error {
 		}
 	}
 	srv.SetDemandHandler(s)
+	s.refuser.add = srv.AddRefused
+	// On the way out the pods' refuse tables go: a table nobody keeps would go on resetting
+	// SYNs to a Service that gained endpoints (a restarted agent installs them again).
+	d.undo = append(d.undo, s.refuser.close)
 	d.srv, d.s = srv, s
 	d.live = newLiveSettings(d.log, defaultSettings(cfg.Phase1, cfg.Phase2, cfg.CDSMode), s.applySettings)
 	return nil

@@ -71,6 +71,9 @@ type published struct {
 	bySvc     map[k8stypes.NamespacedName][]string // cluster names a Service publishes
 	owner     map[string]k8stypes.NamespacedName
 	endpoints map[k8stypes.NamespacedName]int
+	// refused are the published svc: clusters with no endpoint for the node, by VIP:port
+	// (what the refuse tables hold while contract.RefusalReset is in force: refuser.go).
+	refused refused
 }
 
 // batch is one sync's change, made in place on the published maps with an undo log: a
@@ -155,9 +158,19 @@ func (b *batch) service(key k8stypes.NamespacedName) {
 			put(b, b.set.Loads, c.Name, ls[i])
 			b.upd.Loads[c.Name] = ls[i]
 		}
+		if ap, err := contract.ParseClusterName(c.Name); err == nil {
+			if len(ls[i].GetEndpoints()) == 0 {
+				put(b, b.refused, ap, key)
+			} else {
+				del(b, b.refused, ap)
+			}
+		}
 	}
 	for _, old := range b.bySvc[key] {
 		if !slices.Contains(names, old) {
+			if ap, err := contract.ParseClusterName(old); err == nil {
+				del(b, b.refused, ap)
+			}
 			del(b, b.set.Clusters, old)
 			del(b, b.set.Loads, old)
 			del(b, b.owner, old)

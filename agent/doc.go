@@ -10,12 +10,23 @@
 // "true" or "false"; a missing key takes the Config default; deleting the ConfigMap returns to
 // the defaults). A flip re-renders the listeners in place: nothing is recreated.
 //
-// The ConfigMap's keys (settings.go parses them all: phase1, phase2, cds, namespaceSelector): a
+// The ConfigMap's keys (settings.go parses them all: phase1, phase2, cds, namespaceSelector,
+// refusal): a
 // value that does not parse never changes its setting, which keeps its last good value (at
 // start-up, with none yet, the default, logged as an error); a key the agent does not know
 // changes nothing. Both are reported per key in /status "settingsErrors", in
 // svclb_agent_settings_errors{key}, and in one warning per change. docs/architecture.md lists
 // the accepted values.
+//
+// Refusal (key "refusal", "close" by default or "reset"): with reset, while both phases are
+// on, every captured pod's netns gets a refuse table (internal/refuse) whose set holds each
+// Service port with no endpoint for the node, so the caller's SYN is reset (ECONNREFUSED)
+// before the proxy accepts it; with close (or a phase off) the tables go and such a
+// connection is accepted and closed. refuser.go keeps the sets: a VIP:port leaves them before
+// the push that fills its cluster and enters them after the push that empties it. Their
+// per-element counters are read every contract.RefuseCountEvery (and as an element or table
+// goes) into svclb_svc_refused_total{reason="no-endpoints"} and a refusal log line (flag
+// RST) per pod, rate-limited.
 //
 // CDS mode: proactive (default) publishes a svc: cluster for every known Service port;
 // on-demand publishes only the names the node proxy asks for on its delta CDS subscription
@@ -38,6 +49,7 @@
 // A test that flips a phase waits until every node's /status shows the new phases.
 //
 // Metrics (names in pkg/contract): svclb_svc_refused_total{reason,namespace,service} (reasons no-endpoints,
+// which with refusal reset also counts the SYNs the pods' refuse tables reset,
 // port-not-declared, no-service, and not-programmed for an NC on a known Service port the
 // proxy had no cluster for yet), svclb_snapshot_version, svclb_snapshot_resources,
 // svclb_clusters, svclb_endpoints, svclb_listeners, svclb_push_duration_seconds,

@@ -127,10 +127,24 @@ func (s *syncer) setPhases(p1, p2 bool) {
 	}
 }
 
+// setRefusal sets contract.KeyRefusal: the next sync installs or deletes the pods' refuse
+// tables (nothing is rebuilt: the refused destinations are kept whatever the setting).
+func (s *syncer) setRefusal(reset bool) {
+	s.mu.Lock()
+	changed := s.reset != reset
+	s.reset = reset
+	s.mu.Unlock()
+	if changed {
+		s.log.Info("refusal changed", contract.KeyRefusal, refusalName(reset))
+		s.signal()
+	}
+}
+
 // applySettings puts the ConfigMap's settings in effect; errs, its keys whose values are not
 // used, go to /status (a sync publishes them even when no setting moved).
 func (s *syncer) applySettings(st settings, errs []agentstatus.SettingError) {
 	s.setPhases(st.phase1, st.phase2)
+	s.setRefusal(st.reset)
 	s.setCDSMode(st.cds)
 	if s.enroll != nil {
 		s.enroll.setSelector(st.selector, st.sel)

@@ -28,6 +28,7 @@ type settings struct {
 	cds            agentstatus.CDSMode // contract.KeyCDS
 	selector       string              // contract.KeyNamespaceSelector, as written
 	sel            labels.Selector     // selector, parsed
+	reset          bool                // contract.KeyRefusal is contract.RefusalReset
 }
 
 // defaultSettings are the settings before any ConfigMap: the flags', and the default selector.
@@ -73,6 +74,26 @@ func parseCDS(s string) (agentstatus.CDSMode, error) {
 	return "", fmt.Errorf("want %q or %q", agentstatus.CDSProactive, agentstatus.CDSOnDemand)
 }
 
+// parseRefusal is contract.KeyRefusal's grammar: exactly one of its values; reset is true for
+// contract.RefusalReset.
+func parseRefusal(s string) (reset bool, err error) {
+	switch s {
+	case contract.RefusalClose:
+		return false, nil
+	case contract.RefusalReset:
+		return true, nil
+	}
+	return false, fmt.Errorf("want %q or %q", contract.RefusalClose, contract.RefusalReset)
+}
+
+// refusalName is the value that sets reset.
+func refusalName(reset bool) string {
+	if reset {
+		return contract.RefusalReset
+	}
+	return contract.RefusalClose
+}
+
 // ParseCDSMode parses a --cds flag value.
 func ParseCDSMode(s string) (agentstatus.CDSMode, error) {
 	m, err := parseCDS(s)
@@ -115,6 +136,14 @@ func parseSettings(data map[string]string, def, last settings) (settings, []agen
 		}
 		cur.cds = m
 	}
+	if v, ok := data[contract.KeyRefusal]; ok {
+		r, err := parseRefusal(v)
+		if err != nil {
+			r = last.reset
+			refuse(contract.KeyRefusal, v, refusalName(r), err)
+		}
+		cur.reset = r
+	}
 	// The selector's rule is shared with the guard (internal/nsselector).
 	sel, err := nsselector.Read(data, nsselector.Selector{Text: last.selector, Sel: last.sel})
 	cur.selector, cur.sel = sel.Text, sel.Sel
@@ -131,7 +160,7 @@ func parseSettings(data map[string]string, def, last settings) (settings, []agen
 }
 
 // settingsKeys are the ConfigMap keys the agent reads.
-var settingsKeys = []string{contract.KeyCDS, contract.KeyNamespaceSelector, contract.KeyPhase1, contract.KeyPhase2}
+var settingsKeys = []string{contract.KeyCDS, contract.KeyNamespaceSelector, contract.KeyPhase1, contract.KeyPhase2, contract.KeyRefusal}
 
 // shownValue quotes v, cut to maxShownValue bytes (at a rune boundary).
 func shownValue(v string) string {

@@ -27,19 +27,19 @@ func selected(text string) settings {
 
 // same compares settings by what they say (a parsed selector does not compare).
 func same(a, b settings) bool {
-	return a.phase1 == b.phase1 && a.phase2 == b.phase2 && a.cds == b.cds && a.selector == b.selector &&
+	return a.phase1 == b.phase1 && a.phase2 == b.phase2 && a.cds == b.cds && a.reset == b.reset && a.selector == b.selector &&
 		a.sel.String() == b.sel.String()
 }
 
 func (s settings) String() string {
-	return fmt.Sprintf("phase1=%v phase2=%v cds=%s selector=%q", s.phase1, s.phase2, s.cds, s.selector)
+	return fmt.Sprintf("phase1=%v phase2=%v cds=%s reset=%v selector=%q", s.phase1, s.phase2, s.cds, s.reset, s.selector)
 }
 
 func TestParseSettings(t *testing.T) {
 	def := defaultSettings(true, true, agentstatus.CDSProactive) // the agent's flag defaults
 	// last: the settings in effect before, each differing from def.
 	last := selected("team=a")
-	last.phase1, last.phase2, last.cds = false, false, agentstatus.CDSOnDemand
+	last.phase1, last.phase2, last.cds, last.reset = false, false, agentstatus.CDSOnDemand, true
 	with := func(s settings, f func(*settings)) settings { f(&s); return s }
 	wantPhase := `want "true" or "false"`
 	for _, tc := range []struct {
@@ -61,6 +61,14 @@ func TestParseSettings(t *testing.T) {
 		{name: "cds x keeps the mode", data: map[string]string{"cds": "x"}, last: last,
 			want: with(def, func(s *settings) { s.cds = agentstatus.CDSOnDemand }),
 			errs: []agentstatus.SettingError{{Key: "cds", Value: `"x"`, Kept: "on-demand", Reason: `want "proactive" or "on-demand"`}}},
+		{name: "refusal reset", data: map[string]string{"refusal": "reset"}, last: def,
+			want: with(def, func(s *settings) { s.reset = true })},
+		{name: "refusal close", data: map[string]string{"refusal": "close"}, last: last, want: def},
+		{name: "refusal RST keeps reset", data: map[string]string{"refusal": "RST"}, last: last,
+			want: with(def, func(s *settings) { s.reset = true }),
+			errs: []agentstatus.SettingError{{Key: "refusal", Value: `"RST"`, Kept: "reset", Reason: `want "close" or "reset"`}}},
+		{name: "refusal x at start-up takes close", data: map[string]string{"refusal": "x"}, last: def, want: def,
+			errs: []agentstatus.SettingError{{Key: "refusal", Value: `"x"`, Kept: "close", Reason: `want "close" or "reset"`}}},
 		{name: "a bad selector keeps the previous one", data: map[string]string{"namespaceSelector": "team in (a"}, last: last,
 			want: selected("team=a"),
 			errs: []agentstatus.SettingError{{Key: "namespaceSelector", Value: `"team in (a"`, Kept: "team=a", Reason: ""}}},
@@ -107,6 +115,11 @@ func TestParseSettingsIsStrict(t *testing.T) {
 	for _, v := range []string{"On-Demand", "ondemand", "PROACTIVE", " proactive", ""} {
 		if _, errs := parseSettings(map[string]string{contract.KeyCDS: v}, def, def); len(errs) != 1 {
 			t.Errorf("cds %q: errors %+v, want one", v, errs)
+		}
+	}
+	for _, v := range []string{"Reset", "RESET", "reset ", "rst", "closed", "true", ""} {
+		if _, errs := parseSettings(map[string]string{contract.KeyRefusal: v}, def, def); len(errs) != 1 || errs[0].Key != contract.KeyRefusal {
+			t.Errorf("refusal %q: errors %+v, want one", v, errs)
 		}
 	}
 	if _, err := ParseCDSMode("On-Demand"); err == nil || !strings.Contains(err.Error(), `"On-Demand"`) {

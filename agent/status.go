@@ -36,11 +36,11 @@ func (s *syncer) handler(reg *prometheus.Registry, ready func() bool) http.Handl
 
 // publishStatus stores the /status document of the sync just done and sets the gauges that
 // mirror it.
-func (s *syncer) publishStatus(node translate.Node, nodeAddrs []netip.Addr, p1, p2 bool, mode agentstatus.CDSMode, settingsErrs []agentstatus.SettingError, lst []agentstatus.ListenerStatus, listenersBuilt bool) {
+func (s *syncer) publishStatus(node translate.Node, nodeAddrs []netip.Addr, p1, p2 bool, mode agentstatus.CDSMode, reset bool, settingsErrs []agentstatus.SettingError, lst []agentstatus.ListenerStatus, listenersBuilt bool) {
 	old := s.status.Load()
 	demanded, pending, forgotten := s.demand.counts()
 	st := &agentstatus.Status{Node: node.Name, Zone: node.Zone, NodeAddresses: []string{}, Phase1: p1, Phase2: p2, SnapshotVersion: s.version, Listeners: old.Listeners, Range: []string{},
-		CDS: mode, Demanded: demanded, Pending: pending, Forgotten: forgotten, SettingsErrors: settingsErrs, Enrollment: s.enroll.status()}
+		CDS: mode, Refusal: refusalName(reset), RefusedAtSyn: s.refuser.destinations(), Demanded: demanded, Pending: pending, Forgotten: forgotten, SettingsErrors: settingsErrs, Enrollment: s.enroll.status()}
 	if listenersBuilt {
 		st.Listeners = lst
 		if st.Listeners == nil {

@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -73,6 +74,7 @@ type syncer struct {
 	node           translate.Node
 	nodeAddrs      []netip.Addr // the node's own IPv4 addresses, refused by every listener
 	phase1, phase2 bool
+	reset          bool // contract.KeyRefusal is contract.RefusalReset (in force with both phases)
 	mode           agentstatus.CDSMode
 	settingsErrs   []agentstatus.SettingError // the ConfigMap's keys whose values are not used
 	demandOps      []demandOp                 // the proxy's CDS requests since the last sync, in order
@@ -93,6 +95,10 @@ type syncer struct {
 	rangeSaid   rangeState // what was last logged about the Service range
 	// When each pod whose IP more than one namespace holds was last warned about (batch.go).
 	ambiguousSaid map[k8stypes.NamespacedName]time.Time
+	// refuser keeps the pods' refuse tables; refusePods are the captured pods it was last
+	// given (the last listeners rebuild's).
+	refuser    *refuser
+	refusePods []agentstatus.ListenerStatus
 
 	status atomic.Pointer[agentstatus.Status]
 }
@@ -112,8 +118,9 @@ func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceList
 				Listeners: map[string]*listenerv3.Listener{},
 			},
 			bySvc: map[k8stypes.NamespacedName][]string{}, owner: map[string]k8stypes.NamespacedName{},
-			endpoints: map[k8stypes.NamespacedName]int{},
+			endpoints: map[k8stypes.NamespacedName]int{}, refused: refused{},
 		},
+		refuser:     newRefuser(log),
 		refusalGate: ratelog.Keyed[string]{Limit: refusalLimit},
 	}
 	s.status.Store(&agentstatus.Status{Node: node.Name, Zone: node.Zone, NodeAddresses: []string{}, Phase1: phase1, Phase2: phase2, Listeners: []agentstatus.ListenerStatus{}, CDS: agentstatus.CDSProactive,
@@ -183,6 +190,8 @@ func (s *syncer) sync() error {
 	s.mu.Lock()
 	dirty, triggers, all, listeners := s.dirty, s.triggers, s.dirtyAll, s.dirtyListeners
 	node, nodeAddrs, p1, p2, mode, settingsErrs := s.node, s.nodeAddrs, s.phase1, s.phase2, s.mode, s.settingsErrs
+	resetSet := s.reset
+	reset := resetSet && p1 && p2 // in force
 	ops, restored := s.demandOps, s.restored
 	s.dirty, s.triggers = map[k8stypes.NamespacedName]struct{}{}, map[k8stypes.NamespacedName]time.Time{}
 	s.dirtyAll, s.dirtyListeners = false, false
@@ -241,14 +250,26 @@ func (s *syncer) sync() error {
 		s.log.Error("generated configuration is invalid; keeping the last good one", "error", err)
 		return err
 	}
+	pods := s.refusePods
+	if listeners {
+		pods = lst
+	}
+	// Refusing before accept: what leaves the pods' sets leaves before the push (its cluster
+	// may be filled by it), what enters enters after (its cluster was published empty).
+	want := refusedInForce(reset, b.refused)
+	s.refuser.shrink(want)
 	if !b.upd.Empty() {
 		if err := s.pub.Apply(b.upd); err != nil {
 			b.rollback()
 			s.m.rejected.Inc()
+			// The proxy kept the last push's clusters: so do the sets.
+			s.refuser.reconcile(refusedPods(reset, s.refusePods), refusedInForce(reset, s.refused))
 			return err
 		}
 		s.version++
 	}
+	s.refusePods = pods
+	s.refuser.reconcile(refusedPods(reset, pods), want)
 	now := time.Now()
 	for _, t := range triggers {
 		s.m.programming.Observe(now.Sub(t).Seconds())
@@ -257,7 +278,7 @@ func (s *syncer) sync() error {
 		s.m.push.Observe(now.Sub(start).Seconds())
 	}
 	s.saveDemand()
-	s.publishStatus(node, nodeAddrs, p1, p2, mode, settingsErrs, lst, listeners)
+	s.publishStatus(node, nodeAddrs, p1, p2, mode, resetSet, settingsErrs, lst, listeners)
 	if unresolved > 0 {
 		s.mu.Lock()
 		if s.retry == nil {
@@ -271,4 +292,22 @@ func (s *syncer) sync() error {
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// refusedInForce is what the refuse tables hold: the refused destinations while
+// contract.RefusalReset is in force, none otherwise.
+func refusedInForce(reset bool, r refused) refused {
+	if !reset {
+		return nil
+	}
+	return maps.Clone(r)
+}
+
+// refusedPods are the pods that have a refuse table: every captured pod while
+// contract.RefusalReset is in force, none otherwise (their tables go).
+func refusedPods(reset bool, pods []agentstatus.ListenerStatus) []agentstatus.ListenerStatus {
+	if !reset {
+		return nil
+	}
+	return pods
 }

@@ -18,6 +18,7 @@ var legOrder = []string{
 	"refuse-no-endpoints",
 	"refuse-port-not-declared",
 	"refuse-no-service",
+	"refuse-reset",
 	"drain",
 	"affinity",
 	"itp-local",

@@ -16,6 +16,8 @@
 //	  "cds": "on-demand",                  // the CDS mode of the published snapshot
 //	  "demanded": 3, "pending": 0,         // admitted on-demand names; refused names remembered
 //	  "forgotten": 0,                      // addresses of refused names not remembered (pending full)
+//	  "refusal": "close",                  // the refusal setting ("reset": in force with both phases)
+//	  "refusedAtSyn": 0,                   // Service ports the pods' refuse tables reset
 //	  "settingsErrors": [{"key": "phase1", "value": "\"off\"", "kept": "false",
 //	                      "reason": "want \"true\" or \"false\""}]  // [] when the ConfigMap is good
 //	}

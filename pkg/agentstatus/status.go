@@ -25,6 +25,13 @@ type Status struct {
 	// Forgotten counts the Service-range addresses of refused names not kept in pending
 	// (pending full): a Service created at one is still published.
 	Forgotten int `json:"forgotten"`
+	// Refusal is the agent's refusal setting: "reset" (a SYN to a Service port with no
+	// endpoint for the node is reset in the pod's netns, in force while both phases are on) or
+	// "close" (such a connection is accepted and closed).
+	Refusal string `json:"refusal"`
+	// RefusedAtSyn counts the Service ports (VIP:port) the captured pods' refuse tables reset
+	// (0 unless reset is in force).
+	RefusedAtSyn int `json:"refusedAtSyn"`
 	// SettingsErrors are the agent ConfigMap's keys whose values are not in effect (bad values,
 	// unknown keys), by key; empty when every value is.
 	SettingsErrors []SettingError `json:"settingsErrors"`

@@ -14,7 +14,7 @@ import (
 var full = agentstatus.Status{
 	Node: "n", Zone: "z", NodeAddresses: []string{"1.2.3.4"}, Phase1: true, Phase2: true, SnapshotVersion: 3, Clusters: 4, Endpoints: 5,
 	Listeners:  []agentstatus.ListenerStatus{{Pod: "p", Namespace: "ns", Netns: "/x", Name: "l"}},
-	RangeKnown: true, Range: []string{"10.96.0.0/16"}, CDS: agentstatus.CDSOnDemand, Demanded: 6, Pending: 7, Forgotten: 8,
+	RangeKnown: true, Range: []string{"10.96.0.0/16"}, CDS: agentstatus.CDSOnDemand, Demanded: 6, Pending: 7, Forgotten: 8, Refusal: "reset", RefusedAtSyn: 9,
 	SettingsErrors: []agentstatus.SettingError{{Key: "k", Value: "v", Kept: "kk", Reason: "r"}},
 	Enrollment: &agentstatus.EnrollmentStatus{
 		NamespaceSelector: "sel", Enrolled: []string{"a/b"}, Uncaptured: []string{"c/d"},

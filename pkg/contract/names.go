@@ -17,11 +17,22 @@ const (
 	AgentConfigMap = "svclb-agent"
 	// KeyPhase1 and KeyPhase2 switch Phase 1 (svc: clusters) and Phase 2
 	// (refusals) (exactly "true"/"false"); KeyCDS is the CDS mode ("proactive"
-	// or "on-demand"). KeyNamespaceSelector (cni.go) is the fourth key; the
-	// agent reports any other (MetricSettingsErrors).
+	// or "on-demand"). KeyNamespaceSelector (cni.go) is the fourth key and
+	// KeyRefusal the fifth; the agent reports any other (MetricSettingsErrors).
 	KeyPhase1 = "phase1"
 	KeyPhase2 = "phase2"
 	KeyCDS    = "cds"
+	// KeyRefusal says how a captured connection to a Service port with no
+	// endpoint for the node is refused while Phase 1 and Phase 2 are on:
+	// RefusalClose (the default) accepts it and closes it (the caller reads
+	// EOF), RefusalReset resets its SYN in the pod's netns (the caller's
+	// connect fails with ECONNREFUSED, as through kube-proxy).
+	KeyRefusal   = "refusal"
+	RefusalClose = "close"
+	RefusalReset = "reset"
+	// FlagReset is the refusal log line's LogKeyFlag for a connection whose
+	// SYN the pod's refuse table reset (no proxy saw it).
+	FlagReset = "RST"
 
 	// CapturedLabel marks a pod whose egress is captured ("true").
 	CapturedLabel = "svclb.dev/captured"

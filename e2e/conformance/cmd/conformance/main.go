@@ -175,7 +175,7 @@ func runPhases(ctx context.Context, o options) (retErr error) {
 			if err := enrolled.Phase(ctx, on); err != nil {
 				return err
 			}
-			setup = fmt.Sprintf("%s; agent phase1=phase2=%v", o.enroll.Describe(), on)
+			setup = fmt.Sprintf("%s; agent phase1=phase2=%v refusal=%s", o.enroll.Describe(), on, contract.RefusalReset)
 		} else if enrolled != nil {
 			return errors.New("phase kube-proxy must come before red and green")
 		}

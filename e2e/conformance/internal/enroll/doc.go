@@ -7,6 +7,9 @@
 // runner's default), or by labelling each Service
 // svclb.dev/kube-proxy=deleted as it appears (Labeler).
 //
+// Phase sets the agent's phases with refusal: reset, so that a Service without
+// endpoints refuses at the SYN in green (docs/peer.md).
+//
 // Restore puts back what Enroll found: the agent ConfigMap's keys, the node
 // DaemonSet without the plugin (its conflist entry removed), the guard as the
 // suite deploys it (guard.Defaults).

@@ -98,7 +98,7 @@ func Enroll(ctx context.Context, c *cluster.Cluster, o Options) (*Enrolled, erro
 	}
 	e := &Enrolled{c: c, o: o}
 	var err error
-	if e.saved, err = readKeys(ctx, c, contract.KeyPhase1, contract.KeyPhase2, contract.KeyNamespaceSelector); err != nil {
+	if e.saved, err = readKeys(ctx, c, contract.KeyPhase1, contract.KeyPhase2, contract.KeyNamespaceSelector, contract.KeyRefusal); err != nil {
 		return nil, err
 	}
 	o.Log("node DaemonSet with svclb-cni")
@@ -133,11 +133,13 @@ func Enroll(ctx context.Context, c *cluster.Cluster, o Options) (*Enrolled, erro
 	return e, nil
 }
 
-// Phase switches the agent's Phase 1 and 2 flags and waits until every agent
-// applies them.
+// Phase switches the agent's Phase 1 and 2 flags, with refusal: reset (in
+// force in green only: it needs both phases), and waits until every agent
+// applies them. Reset makes a Service without endpoints refuse the SYN, as
+// kube-proxy does (docs/peer.md, "a refusal is close after accept").
 func (e *Enrolled) Phase(ctx context.Context, on bool) error {
 	v := fmt.Sprint(on)
-	return agent.SetConfig(ctx, e.c, map[string]string{contract.KeyPhase1: v, contract.KeyPhase2: v})
+	return agent.SetConfig(ctx, e.c, map[string]string{contract.KeyPhase1: v, contract.KeyPhase2: v, contract.KeyRefusal: contract.RefusalReset})
 }
 
 // Restore waits for the enrolled namespaces to go (their pods' DEL still

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -71,17 +72,23 @@ func Install(c *nftables.Conn, refused []netip.AddrPort) error {
 	return nil
 }
 
-// Update adds and deletes refused destinations in one transaction.
+// Update adds and deletes refused destinations in one transaction. It is idempotent: adding
+// a destination already there keeps it (and its counter), and each deleted one is added first
+// in the same transaction, so deleting one that is not there is no error (the kernel refuses
+// to delete a missing element, which would fail the whole transaction).
 func Update(c *nftables.Conn, add, del []netip.AddrPort) error {
+	if len(add) == 0 && len(del) == 0 {
+		return nil
+	}
 	s := set(table())
-	if len(add) > 0 {
-		if err := c.SetAddElements(s, elements(add)); err != nil {
-			return err
+	if all := append(slices.Clone(add), del...); len(all) > 0 {
+		if err := c.SetAddElements(s, elements(all)); err != nil {
+			return fmt.Errorf("refuse: add to set %s: %w", SetName, err)
 		}
 	}
 	if len(del) > 0 {
 		if err := c.SetDeleteElements(s, elements(del)); err != nil {
-			return err
+			return fmt.Errorf("refuse: delete from set %s: %w", SetName, err)
 		}
 	}
 	if err := c.Flush(); err != nil {
@@ -90,7 +97,19 @@ func Update(c *nftables.Conn, add, del []netip.AddrPort) error {
 	return nil
 }
 
-// Counts are the refusals per destination since it entered the set.
+// Remove deletes the table; a table that is not there is no error.
+func Remove(c *nftables.Conn) error {
+	t := table()
+	// Adding first makes the delete valid whether or not the table exists.
+	c.AddTable(t)
+	c.DelTable(t)
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("refuse: delete table ip %s: %w", TableName, err)
+	}
+	return nil
+}
+
+// Counts are the refusals (SYNs reset) per destination since it entered the set.
 func Counts(c *nftables.Conn) (map[netip.AddrPort]uint64, error) {
 	els, err := c.GetSetElements(set(table()))
 	if err != nil {
