@@ -19,7 +19,7 @@ func sampleReport() *Report {
 		Rows: []Row{
 			{Spec: "should serve a basic endpoint from pods", Verdict: Pass,
 				Runs: map[string]Result{PhaseKubeProxy: {State: Passed, Seconds: 12}, PhaseGreen: {State: Passed, Seconds: 14}}},
-			{Spec: "should be rejected when no endpoints exist", Verdict: ExpectedDeviation, Deviation: &RefusalAfterAccept,
+			{Spec: "should have session affinity timeout work", Verdict: ExpectedDeviation, Deviation: &AffinityTimeout,
 				Runs: map[string]Result{PhaseKubeProxy: {State: Passed, Seconds: 3}, PhaseGreen: {State: Failed, Seconds: 4, Message: "dial `x`: EOF"}}},
 			{Spec: "should preserve source pod IP <script>", Verdict: Fail, Note: "red | passed", Cause: &Deviation{Anchor: "the-backend-sees-the-nodes-address", Title: "the backend sees the node's address"},
 				Runs: map[string]Result{PhaseKubeProxy: {State: Passed, Seconds: 5}, PhaseGreen: {State: Failed, Seconds: 6}}},
@@ -51,17 +51,17 @@ func TestReportPage(t *testing.T) {
 		"| kube-proxy | kube-proxy only | 61 s | 2 | 0 | — |",
 		"| spec | kube-proxy | green | verdict | note |\n|---|---|---|---|---|\n",
 		"| should serve a basic endpoint from pods | passed (12 s) | passed (14 s) | PASS |  |",
-		"| should be rejected when no endpoints exist | passed (3 s) | failed (4 s) | [EXPECTED DEVIATION](../docs/peer.md#a-refusal-is-close-after-accept-not-econnrefused): a refusal is close after accept, not ECONNREFUSED |  |",
+		"| should have session affinity timeout work | passed (3 s) | failed (4 s) | [EXPECTED DEVIATION](../docs/peer.md#sessionaffinityconfigtimeoutseconds-has-no-envoy-counterpart): sessionAffinityConfig.timeoutSeconds has no Envoy counterpart |  |",
 		"| FAIL | red \\| passed; known cause: [the backend sees the node's address](../docs/peer.md#the-backend-sees-the-nodes-address) |",
 		"- PASS: 1\n- EXPECTED DEVIATION: 1\n- FAIL: 1\n- error: green: 1 of 2 JUnit reports\n",
-		"## Failure messages\n\n- green, should be rejected when no endpoints exist: `dial 'x': EOF`\n",
+		"## Failure messages\n\n- green, should have session affinity timeout work: `dial 'x': EOF`\n",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}
 	}
 	for _, want := range []string{
-		`<a href="../docs/peer.md#a-refusal-is-close-after-accept-not-econnrefused">EXPECTED DEVIATION</a>`,
+		`<a href="../docs/peer.md#sessionaffinityconfigtimeoutseconds-has-no-envoy-counterpart">EXPECTED DEVIATION</a>`,
 		`should preserve source pod IP &lt;script&gt;`,
 		`<li>FAIL: 1</li>`,
 		`<code>dial &#39;x&#39;: EOF</code>`,

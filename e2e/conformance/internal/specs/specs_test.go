@@ -99,7 +99,8 @@ func TestFocus(t *testing.T) {
 }
 
 func TestJudge(t *testing.T) {
-	dev := "Services should be rejected when no endpoints exist"
+	dev := "Services should have session affinity timeout work for service with type clusterIP [LinuxOnly]"
+	refused := "Services should be rejected when no endpoints exist"
 	other := "Services should serve a basic endpoint from pods"
 	failed := func(name string) Result { return Result{Name: Prefix + name, State: Failed} }
 	passed := func(name string) Result { return Result{Name: Prefix + name, State: Passed} }
@@ -113,6 +114,8 @@ func TestJudge(t *testing.T) {
 		{"red passes too", other, map[string]Result{PhaseRed: passed(other), PhaseGreen: passed(other)}, Pass, "red passed"},
 		{"undeclared failure", other, map[string]Result{PhaseRed: failed(other), PhaseGreen: failed(other)}, Fail, ""},
 		{"declared deviation", dev, map[string]Result{PhaseRed: failed(dev), PhaseGreen: failed(dev)}, ExpectedDeviation, ""},
+		// refusal: reset refuses at the SYN, as kube-proxy does: no deviation.
+		{"refusal is no deviation", refused, map[string]Result{PhaseRed: failed(refused), PhaseGreen: failed(refused)}, Fail, ""},
 		{"skipped", other, map[string]Result{PhaseGreen: {State: Skipped, Message: "need 3 zones"}}, SkippedVerdict, "need 3 zones"},
 		{"green absent", other, map[string]Result{PhaseRed: failed(other), PhaseGreen: {State: Absent}}, NotRun, ""},
 		{"green not reached", other, map[string]Result{PhaseRed: failed(other), PhaseGreen: {State: NotReached}}, NotRun, ""},
