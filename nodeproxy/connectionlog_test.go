@@ -62,7 +62,9 @@ func TestConnectionLogEntry(t *testing.T) {
 
 	// The end of the served connection passes neither filter.
 	g := gomega.NewWithT(t)
-	g.Consistently(func() int { return len(a.entries(contract.RefusalLogName)) + len(a.entries(contract.ConnectionLogName)) }).
+	g.Consistently(func() int {
+		return len(a.entries(contract.RefusalLogName)) + len(a.entries(contract.ConnectionLogName))
+	}).
 		WithTimeout(300*time.Millisecond).WithPolling(20*time.Millisecond).Should(gomega.Equal(1), "entries besides the connected one")
 
 	a.set(t, "2", alsResources(lis, zeroBuffers()))
