@@ -16,6 +16,7 @@ import (
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
+	"github.com/aether-mesh/svclb/fixtures/echo"
 	"github.com/aether-mesh/svclb/fixtures/guard"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 )
@@ -26,6 +27,9 @@ import (
 const (
 	srcAlphaN, srcAlphaM = 3, 5
 	srcBetaN, srcBetaM   = 4, 2
+	// srcAlphaRefused: attrsrc-alpha's dials of attrsrc-n:81, which neither Service declares:
+	// refused, so never a connection, and the refusal line names the pod.
+	srcAlphaRefused = 2
 )
 
 // attrSourceWorkload is two Services on the same backends and two meshed
@@ -42,16 +46,17 @@ var _ = defineLeg(leg[*attrSourceWorkload]{
 	name:  "attribution-source",
 	early: true,
 	workloads: "Services attrsrc-n and attrsrc-m (same 2 echo backends, cut); meshed client Deployments attrsrc-alpha and attrsrc-beta, " +
-		"one pod each on the first worker, dial each Service on 80 in different counts",
+		"one pod each on the first worker, dial each Service on 80 in different counts; alpha also dials attrsrc-n on undeclared 81",
 	exercises: "internal/translate/listener.go (cap_svc: access log svclb_connections, log_type_filter TcpUpstreamConnected, " +
 		"access_log_options.flush_access_log_on_connected), nodeproxy/proxy.go (the entry written as the upstream connects), " +
-		"agent/internal/xdsserver/connections.go (svclb_svc_connections_total, bounded), agent/podsources.go (pod by IP, workload by owner)",
+		"agent/internal/xdsserver/connections.go (svclb_svc_connections_total, bounded), agent/podsources.go (pod by IP, workload by owner; the refusal line's source_pod)",
 	setup: fmt.Sprintf("ClusterIP Services attrsrc-n and attrsrc-m selecting the same 2 echo backends, kube-proxy ClusterIP entries deleted; "+
-		"client Deployment attrsrc-alpha dials attrsrc-n:80 ×%d and attrsrc-m:80 ×%d, attrsrc-beta attrsrc-n:80 ×%d and attrsrc-m:80 ×%d",
-		srcAlphaN, srcAlphaM, srcBetaN, srcBetaM),
-	redExpect: "no reply; no connection counted (Phase flags off)",
-	greenMeans: fmt.Sprintf("every attempt replies; summed over the agents, %s{source_namespace=<legs ns>,source_workload,namespace,service,port=\"80\"} "+
-		"rises by exactly %d (alpha→n), %d (alpha→m), %d (beta→n) and %d (beta→m)",
+		"client Deployment attrsrc-alpha dials attrsrc-n:80 ×%d, attrsrc-m:80 ×%d and attrsrc-n:81 ×%d, attrsrc-beta attrsrc-n:80 ×%d and attrsrc-m:80 ×%d",
+		srcAlphaN, srcAlphaM, srcAlphaRefused, srcBetaN, srcBetaM),
+	redExpect: "no reply; no connection counted, no refusal logged (Phase flags off)",
+	greenMeans: fmt.Sprintf("every :80 attempt replies and every :81 attempt is refused by the proxy; summed over the agents, "+
+		"%s{source_namespace=<legs ns>,source_workload,namespace,service,port=\"80\"} rises by exactly %d (alpha→n), %d (alpha→m), %d (beta→n) "+
+		"and %d (beta→m), and no series of port 81 appears; a refusal log record of attrsrc-n's VIP:81 names alpha's pod as source_pod",
 		agent.ConnectionsMetric, srcAlphaN, srcAlphaM, srcBetaN, srcBetaM),
 	chance: fmt.Sprintf("nothing statistical: every attempt must reply within %s (workload.AttemptTimeout); the counts are exact: "+
 		"one connected entry per connection the proxy connects, none is retried to backends that are up; the agent's counts are read until they "+
@@ -89,7 +94,8 @@ var _ = defineLeg(leg[*attrSourceWorkload]{
 		return w, nil
 	},
 	services: func(w *attrSourceWorkload) []measure.Dialled {
-		return []measure.Dialled{measure.ServicePort(w.n, 80), measure.ServicePort(w.m, 80)}
+		return []measure.Dialled{measure.ServicePort(w.n, 80), measure.ServicePort(w.m, 80),
+			measure.ServicePort(w.n, 81).Refused(agent.ReasonPortNotDeclared)}
 	},
 	measure: func(ctx context.Context, w *attrSourceWorkload, run *evidence.Run) {
 		if err := measureAttrSource(ctx, w, run); err != nil {
@@ -123,7 +129,10 @@ func measureAttrSource(ctx context.Context, w *attrSourceWorkload, run *evidence
 	keys := slices.SortedFunc(maps.Keys(counts), func(a, b agent.Connection) int {
 		return cmp.Or(strings.Compare(a.SourceWorkload, b.SourceWorkload), strings.Compare(a.Service, b.Service))
 	})
-	before, err := agent.Connections(ctx, suite.cluster, keys...)
+	refusedConn := agent.Connection{SourceNamespace: suite.legsNS, SourceWorkload: "attrsrc-alpha", Namespace: w.n.Namespace, Service: w.n.Name, Port: 81}
+	read := append(slices.Clone(keys), refusedConn)
+	since := time.Now()
+	before, err := agent.Connections(ctx, suite.cluster, read...)
 	if err != nil {
 		return err
 	}
@@ -136,14 +145,20 @@ func measureAttrSource(ctx context.Context, w *attrSourceWorkload, run *evidence
 		jobs[i] = workload.DialJob{Client: clients[k], To: workload.Addr(svc, 80),
 			Opts: workload.DialOptions{Count: counts[k], Interval: 50 * time.Millisecond, Timeout: workload.AttemptTimeout}}
 	}
+	jobs = append(jobs, workload.DialJob{Client: &w.alpha, To: workload.Addr(w.n, 81),
+		Opts: workload.DialOptions{Count: srcAlphaRefused, Interval: 50 * time.Millisecond, Timeout: workload.AttemptTimeout}})
 	rss, err := workload.DialAll(ctx, suite.cluster, jobs, len(jobs))
 	if err != nil {
 		return err
 	}
-	reached, replies := true, 0
-	for _, rs := range rss {
+	reached, refused, replies := true, true, 0
+	for j, rs := range rss {
 		run.Tally(rs, suite.cluster.Zone)
 		for _, r := range rs {
+			if j == len(keys) { // the :81 job
+				refused = refused && echo.Outcome(r) == echo.OutcomeProxyClosed
+				continue
+			}
 			reached = reached && r.OK
 			if r.OK {
 				replies++
@@ -155,7 +170,7 @@ func measureAttrSource(ctx context.Context, w *attrSourceWorkload, run *evidence
 	var after map[agent.Connection]float64
 	var readErr error
 	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, measure.CountersSettle, true, func(ctx context.Context) (bool, error) {
-		after, readErr = agent.Connections(ctx, suite.cluster, keys...)
+		after, readErr = agent.Connections(ctx, suite.cluster, read...)
 		if readErr != nil {
 			return false, nil
 		}
@@ -176,8 +191,25 @@ func measureAttrSource(ctx context.Context, w *attrSourceWorkload, run *evidence
 		exact = exact && d == float64(counts[k])
 		moved = moved || d != 0
 	}
-	run.MetGreen = run.Attempts > 0 && reached && exact
-	run.MetRed = run.Attempts > 0 && run.Replies == 0 && !moved
-	run.Summary = fmt.Sprintf("%s; connections per source workload and Service exactly as dialled: %v", run.Counts(), exact)
+	refusedCounted := after[refusedConn] - before[refusedConn]
+	run.Counters[fmt.Sprintf("%s attrsrc-alpha→%s:81", agent.ConnectionsMetric, w.n.Name)] = refusedCounted
+	// The refusal line names alpha's pod: read the logs until it is there, at most
+	// CountersSettle. Not when nothing replied: then no proxy refused (red), and no line comes.
+	wantSrc, vip81 := suite.legsNS+"/"+w.alpha.Name, workload.Addr(w.n, 81)
+	named := false
+	if refused && replies > 0 {
+		_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, measure.CountersSettle, true, func(ctx context.Context) (bool, error) {
+			logs, err := agent.RefusalLogs(ctx, suite.cluster, since)
+			if err != nil {
+				return false, nil
+			}
+			named = slices.ContainsFunc(logs, func(l agent.RefusalLog) bool { return l.Destination == vip81 && l.SourcePod == wantSrc })
+			return named, nil
+		})
+	}
+	run.MetGreen = run.Attempts > 0 && reached && refused && exact && refusedCounted == 0 && named
+	run.MetRed = run.Attempts > 0 && run.Replies == 0 && !moved && refusedCounted == 0
+	run.Summary = fmt.Sprintf("%s; connections per source workload and Service exactly as dialled: %v; refusal line names %s: %v",
+		run.Counts(), exact, wantSrc, named)
 	return nil
 }
