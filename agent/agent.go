@@ -172,6 +172,9 @@ func (d *deps) informers(context.Context) error {
 		return fmt.Errorf("endpointslice index: %w", err)
 	}
 	d.pods = podFactory.Core().V1().Pods().Informer()
+	if err := d.pods.AddIndexers(cache.Indexers{byPodIPIndex: podIPIndex}); err != nil {
+		return fmt.Errorf("pod index: %w", err)
+	}
 	d.nodes = nodeFactory.Core().V1().Nodes().Informer()
 	d.configMaps = cmFactory.Core().V1().ConfigMaps().Informer()
 	if cfg.EnrollSocket != "" {
@@ -197,6 +200,7 @@ func (d *deps) syncer(ctx context.Context) error {
 		}
 	}
 	srv.SetDemandHandler(s)
+	srv.SetSources(podSources{pods: d.pods.GetIndexer()})
 	s.refuser.add = srv.AddRefused
 	// On the way out the pods' refuse tables go: a table nobody keeps would go on resetting
 	// SYNs to a Service that gained endpoints (a restarted agent installs them again).

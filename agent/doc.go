@@ -1,7 +1,8 @@
 // Package agent is the svclb node agent (Proposal 044, Option A): it turns the cluster's
 // Services and EndpointSlices into svc:<VIP>:<port> clusters, and the captured pods on its node
 // into capture listeners, and serves them to the node proxy over delta ADS on a unix socket.
-// It also receives the proxy's refusal access log (gRPC ALS) and names each refusal's reason.
+// It also receives the proxy's access logs (gRPC ALS): it names each refusal's reason and
+// counts each connection by the pod that made it.
 //
 // Run is the whole agent; cmd/svclb-agent only parses flags.
 //
@@ -65,7 +66,12 @@
 // value is bad; key="unknown" counts the keys the agent does not know),
 // svclb_node_local_refused_total (connections to node-local destinations the capture listeners'
 // cap_refused closed, from the access log svclb_node_local; each is also logged, reason
-// node-local, a burst of 20 lines then one a second).
+// node-local, a burst of 20 lines then one a second),
+// svclb_svc_connections_total{source_namespace,source_workload,namespace,service,port} (the
+// connections cap_svc connected, from the access log svclb_connections, by the source pod's
+// workload found among this node's pods by address, podsources.go; at most
+// contract.MaxConnectionSeries label sets, the rest in one source_workload="_overflow" series;
+// docs/architecture.md, "Connections by source").
 //
 // The apiserver's Service (contract.APIServerService) stays kube-proxy's: no svc: cluster, and
 // its ClusterIP passes through the capture listener in every phase. A Service range the agent

@@ -26,6 +26,7 @@ var legOrder = []string{
 	"passthrough",
 	// Attribution and the Service lifecycle.
 	"attribution",
+	"attribution-source",
 	"phase0-split",
 	"named-port",
 	"outlier",

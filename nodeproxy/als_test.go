@@ -22,17 +22,38 @@ import (
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
-// withAccessLog applies mut to cap_svc's access log (Phase 2) and its tcp_grpc config.
+// withAccessLog applies mut to cap_svc's refusal access log (Phase 2) and its tcp_grpc config.
 func withAccessLog(mut func(*accesslogv3.AccessLog, *grpcalsv3.TcpGrpcAccessLogConfig)) listenerMut {
+	return withSvcTCPProxy(func(tp *tcpproxyv3.TcpProxy) { mutAccessLog(tp.AccessLog[0], mut) })
+}
+
+// refusalLogOnly is withAccessLog on cap_svc without its connection log and
+// flush_access_log_on_connected: one entry per connection, as it ends.
+func refusalLogOnly(mut func(*accesslogv3.AccessLog, *grpcalsv3.TcpGrpcAccessLogConfig)) listenerMut {
 	return withSvcTCPProxy(func(tp *tcpproxyv3.TcpProxy) {
-		al := tp.AccessLog[0]
-		var cfg grpcalsv3.TcpGrpcAccessLogConfig
-		if err := al.GetTypedConfig().UnmarshalTo(&cfg); err != nil {
-			panic(err)
-		}
-		mut(al, &cfg)
-		al.ConfigType = &accesslogv3.AccessLog_TypedConfig{TypedConfig: mustAny(&cfg)}
+		tp.AccessLog, tp.AccessLogOptions = tp.AccessLog[:1], nil
+		mutAccessLog(tp.AccessLog[0], mut)
 	})
+}
+
+// zeroBuffers sends every entry of cap_svc's access logs at once.
+func zeroBuffers() listenerMut {
+	return withSvcTCPProxy(func(tp *tcpproxyv3.TcpProxy) {
+		for _, al := range tp.AccessLog {
+			mutAccessLog(al, func(_ *accesslogv3.AccessLog, cfg *grpcalsv3.TcpGrpcAccessLogConfig) {
+				cfg.CommonConfig.BufferSizeBytes = wrapperspb.UInt32(0)
+			})
+		}
+	})
+}
+
+func mutAccessLog(al *accesslogv3.AccessLog, mut func(*accesslogv3.AccessLog, *grpcalsv3.TcpGrpcAccessLogConfig)) {
+	var cfg grpcalsv3.TcpGrpcAccessLogConfig
+	if err := al.GetTypedConfig().UnmarshalTo(&cfg); err != nil {
+		panic(err)
+	}
+	mut(al, &cfg)
+	al.ConfigType = &accesslogv3.AccessLog_TypedConfig{TypedConfig: mustAny(&cfg)}
 }
 
 // alsResources are the agent's Phase 2 listener of a pod on lis changed by
@@ -77,7 +98,7 @@ func TestALSBatchesEntries(t *testing.T) {
 	// One UH entry's size, give or take the varint lengths of port and time:
 	// two entries stay below the buffer, the third fills it.
 	one := proto.Size(tcpEntry(logEntry{local: netip.MustParseAddrPort("127.0.0.1:40000"),
-		remote: netip.MustParseAddrPort("127.0.0.1:50000"), flags: []string{"UH"}}, nil))
+		remote: netip.MustParseAddrPort("127.0.0.1:50000"), flags: []string{"UH"}}, accesslogdatav3.AccessLogType_TcpConnectionEnd, nil))
 	a, lis := alsAgent(t, withAccessLog(func(_ *accesslogv3.AccessLog, cfg *grpcalsv3.TcpGrpcAccessLogConfig) {
 		cfg.CommonConfig.BufferFlushInterval = durationpb.New(time.Hour)
 		cfg.CommonConfig.BufferSizeBytes = wrapperspb.UInt32(uint32(one * 5 / 2))
@@ -107,7 +128,7 @@ func TestALSBatchesEntries(t *testing.T) {
 func TestALSUpstreamCluster(t *testing.T) {
 	live, dead := echoServer(t, "e"), deadAddr(t)
 	// No filter and a zero buffer: every connection is logged, each at once.
-	logAll := withAccessLog(func(al *accesslogv3.AccessLog, cfg *grpcalsv3.TcpGrpcAccessLogConfig) {
+	logAll := refusalLogOnly(func(al *accesslogv3.AccessLog, cfg *grpcalsv3.TcpGrpcAccessLogConfig) {
 		al.Filter = nil
 		cfg.CommonConfig.BufferSizeBytes = wrapperspb.UInt32(0)
 	})
@@ -171,7 +192,7 @@ func TestALSUpstreamCluster(t *testing.T) {
 // send, which would lose that batch.
 func TestALSAfterAgentRestart(t *testing.T) {
 	live := echoServer(t, "e")
-	logAll := withAccessLog(func(al *accesslogv3.AccessLog, cfg *grpcalsv3.TcpGrpcAccessLogConfig) {
+	logAll := refusalLogOnly(func(al *accesslogv3.AccessLog, cfg *grpcalsv3.TcpGrpcAccessLogConfig) {
 		al.Filter = nil
 		cfg.CommonConfig.BufferSizeBytes = wrapperspb.UInt32(0)
 	})

@@ -15,6 +15,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	grpclogv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	sfscommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/set_filter_state/v3"
 	originaldstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
@@ -166,22 +167,10 @@ func refusedChain(pod CapturedPod) *listenerv3.FilterChain {
 	return &listenerv3.FilterChain{Name: contract.ChainRefused, Filters: []*listenerv3.Filter{tcpProxy(&tcpproxyv3.TcpProxy{
 		StatPrefix:       contract.ChainRefused,
 		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: contract.BlackholeCluster},
-		AccessLog: []*accesslogv3.AccessLog{{
-			Name: tcpGRPCAccessLog,
-			ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: mustAny(&grpclogv3.TcpGrpcAccessLogConfig{
-				CommonConfig: &grpclogv3.CommonGrpcAccessLogConfig{
-					LogName: contract.NodeLocalLogName,
-					GrpcService: &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
-						EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: contract.XDSCluster},
-					}},
-					TransportApiVersion: corev3.ApiVersion_V3,
-					CustomTags: []*tracingv3.CustomTag{{
-						Tag:  contract.TagPod,
-						Type: &tracingv3.CustomTag_Literal_{Literal: &tracingv3.CustomTag_Literal{Value: pod.Namespace + "/" + pod.Name}},
-					}},
-				},
-			})},
-		}},
+		AccessLog: []*accesslogv3.AccessLog{grpcAccessLog(contract.NodeLocalLogName, nil, &tracingv3.CustomTag{
+			Tag:  contract.TagPod,
+			Type: &tracingv3.CustomTag_Literal_{Literal: &tracingv3.CustomTag_Literal{Value: pod.Namespace + "/" + pod.Name}},
+		})},
 	})}}
 }
 
@@ -236,26 +225,46 @@ func svcFilterChain(phase2, onDemand bool) *listenerv3.FilterChain {
 		}
 	}
 	if phase2 {
-		tp.AccessLog = []*accesslogv3.AccessLog{{
-			Name: tcpGRPCAccessLog,
-			Filter: &accesslogv3.AccessLogFilter{FilterSpecifier: &accesslogv3.AccessLogFilter_ResponseFlagFilter{
+		// Refusals: the entry Envoy writes as the connection ends, when the proxy closed it
+		// with UH or NC.
+		refusals := grpcAccessLog(contract.RefusalLogName, &accesslogv3.AccessLogFilter{
+			FilterSpecifier: &accesslogv3.AccessLogFilter_ResponseFlagFilter{
 				ResponseFlagFilter: &accesslogv3.ResponseFlagFilter{Flags: []string{"UH", "NC"}},
-			}},
-			ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: mustAny(&grpclogv3.TcpGrpcAccessLogConfig{
-				CommonConfig: &grpclogv3.CommonGrpcAccessLogConfig{
-					LogName: contract.RefusalLogName,
-					GrpcService: &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
-						EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: contract.XDSCluster},
-					}},
-					TransportApiVersion: corev3.ApiVersion_V3,
-				},
-			})},
-		}}
+			}})
+		// Connections: the one entry tcp_proxy writes when the upstream connects
+		// (source/common/tcp_proxy/tcp_proxy.cc Filter::onUpstreamConnection, with
+		// flush_access_log_on_connected), and only it: the entry at the end of the same
+		// connection has access_log_type TcpConnectionEnd. Its own logger, so the refusal
+		// log's config and stream stay what they were.
+		connections := grpcAccessLog(contract.ConnectionLogName, &accesslogv3.AccessLogFilter{
+			FilterSpecifier: &accesslogv3.AccessLogFilter_LogTypeFilter{
+				LogTypeFilter: &accesslogv3.LogTypeFilter{Types: []accesslogdatav3.AccessLogType{accesslogdatav3.AccessLogType_TcpUpstreamConnected}},
+			}})
+		tp.AccessLog = []*accesslogv3.AccessLog{refusals, connections}
+		tp.AccessLogOptions = &tcpproxyv3.TcpProxy_TcpAccessLogOptions{FlushAccessLogOnConnected: true}
 	}
 	return &listenerv3.FilterChain{Name: contract.ChainSvc, Filters: []*listenerv3.Filter{
 		{Name: setFilterStateFilter, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(sfs)}},
 		tcpProxy(tp),
 	}}
+}
+
+// grpcAccessLog is a tcp_grpc access log to the agent (contract.XDSCluster) named logName.
+func grpcAccessLog(logName string, filter *accesslogv3.AccessLogFilter, tags ...*tracingv3.CustomTag) *accesslogv3.AccessLog {
+	return &accesslogv3.AccessLog{
+		Name:   tcpGRPCAccessLog,
+		Filter: filter,
+		ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: mustAny(&grpclogv3.TcpGrpcAccessLogConfig{
+			CommonConfig: &grpclogv3.CommonGrpcAccessLogConfig{
+				LogName: logName,
+				GrpcService: &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
+					EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: contract.XDSCluster},
+				}},
+				TransportApiVersion: corev3.ApiVersion_V3,
+				CustomTags:          tags,
+			},
+		})},
+	}
 }
 
 func tcpProxy(tp *tcpproxyv3.TcpProxy) *listenerv3.Filter {

@@ -14,6 +14,9 @@ const (
 	LogKeyDestination = "destination"
 	// LogKeySource is the client's address.
 	LogKeySource = "source"
+	// LogKeySourcePod is the client pod (namespace/name) found by LogKeySource's address
+	// among the pods the agent knows on its node; "" when none has it.
+	LogKeySourcePod = "source_pod"
 	// LogKeyFlag is the proxy's response flag: UH or NC.
 	LogKeyFlag = "flag"
 	// LogKeyCluster is the cluster the proxy had chosen ("" for NC).

@@ -9,6 +9,15 @@ const (
 	// ReasonNoEndpoints, ReasonPortNotDeclared, ReasonNoService,
 	// ReasonNotProgrammed).
 	MetricSvcRefused = "svclb_svc_refused_total"
+	// MetricSvcConnections is
+	// svclb_svc_connections_total{source_namespace,source_workload,namespace,service,port}:
+	// the connections cap_svc connected to a Service port's endpoint, by the meshed pod that
+	// made them (its namespace and workload, SourceWorkloadName) and the Service port, counted
+	// from the access log ConnectionLogName. At most MaxConnectionSeries label sets; the
+	// connections of any further one count in the one series whose source_workload is
+	// SourceOverflow (every other label empty). A source address that names no pod on the
+	// node counts with source_namespace "" and source_workload SourceUnknown.
+	MetricSvcConnections = "svclb_svc_connections_total"
 	// MetricXDSNacks counts xDS updates the node proxy rejected.
 	MetricXDSNacks = "svclb_xds_nacks_total"
 
@@ -54,6 +63,27 @@ const (
 	LabelNamespace = "namespace"
 	LabelService   = "service"
 	LabelKey       = "key"
+
+	// MetricSvcConnections' labels: the source pod's namespace and workload, and the Service
+	// port's number (LabelNamespace and LabelService name the Service).
+	LabelSourceNamespace = "source_namespace"
+	LabelSourceWorkload  = "source_workload"
+	LabelPort            = "port"
+)
+
+// MetricSvcConnections' bound and its reserved source_workload values (no workload is named
+// so: a Kubernetes name never starts with "_").
+const (
+	// MaxConnectionSeries bounds MetricSvcConnections' label sets on one agent: a meshed pod
+	// on the node can dial every Service port, and a Deployment scaled through many
+	// ReplicaSets still has one name, so the bound is workloads × Service ports it talks to.
+	MaxConnectionSeries = 4096
+	// SourceOverflow is the source_workload of the one series that counts the connections of
+	// every label set beyond MaxConnectionSeries.
+	SourceOverflow = "_overflow"
+	// SourceUnknown is the source_workload of connections whose source address names no pod
+	// the agent knows on its node (source_namespace "").
+	SourceUnknown = "_unknown"
 )
 
 // Refusal reasons: the values of LabelReason.

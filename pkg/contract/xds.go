@@ -31,6 +31,11 @@ const (
 	PlaceholderCluster = "svc_placeholder"
 	// RefusalLogName is the gRPC access log that reports refusals (Phase 2).
 	RefusalLogName = "svclb_refusals"
+	// ConnectionLogName is the gRPC access log that reports each connection cap_svc connected
+	// to its upstream (Phase 2): one entry of access_log_type TcpUpstreamConnected per
+	// connection (tcp_proxy access_log_options.flush_access_log_on_connected), which the agent
+	// counts in MetricSvcConnections.
+	ConnectionLogName = "svclb_connections"
 	// ListenerPrefix starts every capture listener's name.
 	ListenerPrefix = "capture~"
 	// ClusterPrefix starts every Service port's cluster name.

@@ -1,5 +1,6 @@
 // Package xdsserver serves the agent's resources to the node proxy over go-control-plane's
-// delta ADS and receives the proxy's refusal access log (gRPC ALS) on the same gRPC server.
+// delta ADS and receives the proxy's access logs (gRPC ALS) on the same gRPC server: refusals,
+// node-local refusals and connections.
 //
 // Caches: one LinearCache per type (CDS, EDS, LDS) behind a MuxCache. One agent serves one
 // proxy, so per-node snapshots buy nothing, and a LinearCache takes per-resource updates:
@@ -21,4 +22,9 @@
 //
 // Refusal lines (one per refused connection) are rate-limited per reason and source pod and in
 // all; the rest are counted and summarised (refusallog.go).
+//
+// Connections: each entry of the connection log (the one the proxy writes as a connection's
+// upstream connects) counts in svclb_svc_connections_total under its source pod's workload
+// (Sources, set by the agent) and its Service port, at most contract.MaxConnectionSeries label
+// sets, the rest in one overflow series (connections.go).
 package xdsserver

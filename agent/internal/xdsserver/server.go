@@ -65,12 +65,18 @@ type Server struct {
 	nodeLocal     *nodeLocal
 	nacks         prometheus.Counter
 	demand        atomic.Pointer[DemandHandler]
+	sources       atomic.Pointer[Sources]
 	streams       cdsStreams
 	refusalLog    refusalLog
+	connections   *connections
 }
 
 // SetDemandHandler routes the proxy's named CDS subscriptions to h.
 func (s *Server) SetDemandHandler(h DemandHandler) { s.demand.Store(&h) }
+
+// SetSources names the pods of source addresses with src: the connections' source labels
+// and the refusal line's source pod. Without it every source is unknown.
+func (s *Server) SetSources(src Sources) { s.sources.Store(&src) }
 
 // New builds a server; metrics register with reg.
 func New(ctx context.Context, index Index, reg prometheus.Registerer, log *slog.Logger) (*Server, error) {
@@ -88,8 +94,9 @@ func New(ctx context.Context, index Index, reg prometheus.Registerer, log *slog.
 		nacks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: contract.MetricXDSNacks, Help: "xDS updates the node proxy rejected.",
 		}),
+		connections: newConnections(contract.MaxConnectionSeries),
 	}
-	for _, c := range []prometheus.Collector{s.refused, s.nodeLocal.refused, s.nacks} {
+	for _, c := range []prometheus.Collector{s.refused, s.nodeLocal.refused, s.nacks, s.connections.vec} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
@@ -252,9 +259,13 @@ func (s *Server) record(r Refusal) {
 	if !s.refusalLog.allow(r, time.Now()) {
 		return
 	}
+	srcPod := ""
+	if pod, ok := s.source(r.Source.Addr()); ok {
+		srcPod = pod.Namespace + "/" + pod.Pod
+	}
 	s.log.Info(contract.LogRefusal, contract.LogKeyReason, r.Reason, contract.LogKeyNamespace, r.Service.Namespace,
 		contract.LogKeyService, r.Service.Name, contract.LogKeyDestination, r.Destination.String(), contract.LogKeySource, r.Source.String(),
-		contract.LogKeyFlag, r.Flag, contract.LogKeyCluster, r.Cluster)
+		contract.LogKeySourcePod, srcPod, contract.LogKeyFlag, r.Flag, contract.LogKeyCluster, r.Cluster)
 }
 
 type als struct {
@@ -264,8 +275,8 @@ type als struct {
 
 // StreamAccessLogs reads one logger's stream. Its first message names the log (Envoy's
 // GrpcAccessLoggerImpl sends the identifier on a stream's first message only): entries of
-// contract.NodeLocalLogName are node-local refusals, all others are classified as refusals of
-// the Service range.
+// contract.NodeLocalLogName are node-local refusals, those of contract.ConnectionLogName
+// connections, all others are classified as refusals of the Service range.
 func (a *als) StreamAccessLogs(stream grpc.ClientStreamingServer[accesslogv3.StreamAccessLogsMessage, accesslogv3.StreamAccessLogsResponse]) error {
 	logName := ""
 	for {
@@ -280,8 +291,12 @@ func (a *als) StreamAccessLogs(stream grpc.ClientStreamingServer[accesslogv3.Str
 			logName = id.GetLogName()
 		}
 		for _, e := range msg.GetTcpLogs().GetLogEntry() {
-			if logName == contract.NodeLocalLogName {
+			switch logName {
+			case contract.NodeLocalLogName:
 				a.s.nodeLocal.record(e)
+				continue
+			case contract.ConnectionLogName:
+				a.s.connected(e)
 				continue
 			}
 			if r, ok := a.s.Classify(e); ok {

@@ -66,15 +66,22 @@ func listenerProblem(l *listenerv3.Listener, st *agentstatus.Status) string {
 	if tp == nil {
 		return want + " has no tcp_proxy"
 	}
-	logs := false
+	// Phase 2: the refusal log and the connection log (the entry written as the upstream
+	// connects), each exactly when it is on.
+	logs := map[string]bool{}
 	for _, al := range tp.GetAccessLog() {
 		var g grpclogv3.TcpGrpcAccessLogConfig
-		if al.GetTypedConfig().UnmarshalTo(&g) == nil && g.GetCommonConfig().GetLogName() == contract.RefusalLogName {
-			logs = true
+		if al.GetTypedConfig().UnmarshalTo(&g) == nil {
+			logs[g.GetCommonConfig().GetLogName()] = true
 		}
 	}
-	if logs != st.Phase2 {
-		return fmt.Sprintf("%s access log %s: %v", want, contract.RefusalLogName, logs)
+	for _, name := range []string{contract.RefusalLogName, contract.ConnectionLogName} {
+		if logs[name] != st.Phase2 {
+			return fmt.Sprintf("%s access log %s: %v", want, name, logs[name])
+		}
+	}
+	if flush := tp.GetAccessLogOptions().GetFlushAccessLogOnConnected(); flush != st.Phase2 {
+		return fmt.Sprintf("%s access_log_options.flush_access_log_on_connected: %v", want, flush)
 	}
 	if onDemand := tp.GetOnDemand() != nil; onDemand != (st.CDS == agentstatus.CDSOnDemand) {
 		return fmt.Sprintf("%s on_demand: %v", want, onDemand)
