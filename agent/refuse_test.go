@@ -53,7 +53,8 @@ func TestRunRefusesAtSyn(t *testing.T) {
 			return nil, err
 		}
 		defer release()
-		return refuse.Counts(nft)
+		c, err := refuse.Counts(nft)
+		return c.NoEndpoints, err
 	}
 	inSet := func() bool { s, err := set(); _, ok := s[dst]; return err == nil && ok }
 	g.Eventually(inSet).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).Should(gomega.BeTrue(), "%s in the pod's refuse set", dst)

@@ -3,6 +3,7 @@ package refuse
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -275,4 +276,45 @@ func addrElements(as []netip.Addr) []nftables.SetElement {
 		out = append(out, nftables.SetElement{Key: k[:]})
 	}
 	return out
+}
+
+// List reads the sets the agent keeps, sorted: what the table refuses.
+func List(c *nftables.Conn) (Sets, error) {
+	t := table()
+	var out Sets
+	for _, x := range []struct {
+		set  *nftables.Set
+		dest *[]netip.AddrPort
+		addr *[]netip.Addr
+	}{{set: refusedSet(t), dest: &out.NoEndpoints}, {set: vipSet(t), addr: &out.VIPs}, {set: destSet(t, SetDeclared), dest: &out.Declared}} {
+		els, err := c.GetSetElements(x.set)
+		if err != nil {
+			return Sets{}, fmt.Errorf("refuse: list set %s: %w", x.set.Name, err)
+		}
+		if x.dest != nil {
+			*x.dest = slices.SortedFunc(maps.Keys(counts(els)), netip.AddrPort.Compare)
+			continue
+		}
+		for _, e := range els {
+			if len(e.Key) >= 4 {
+				*x.addr = append(*x.addr, netip.AddrFrom4([4]byte(e.Key[:4])))
+			}
+		}
+		slices.SortFunc(*x.addr, netip.Addr.Compare)
+	}
+	return out, nil
+}
+
+// Refuses says whether s refuses a SYN to d, and as what (contract.ReasonNoEndpoints or
+// contract.ReasonPortNotDeclared); port 53 never.
+func (s Sets) Refuses(d netip.AddrPort) (reason string, ok bool) {
+	switch {
+	case d.Port() == contract.DNSPort:
+		return "", false
+	case slices.Contains(s.NoEndpoints, d):
+		return contract.ReasonNoEndpoints, true
+	case slices.Contains(s.VIPs, d.Addr()) && !slices.Contains(s.Declared, d):
+		return contract.ReasonPortNotDeclared, true
+	}
+	return "", false
 }
