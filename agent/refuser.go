@@ -182,7 +182,7 @@ func (r *refuser) reconcile(pods []agentstatus.ListenerStatus, want refusing) {
 	}
 	listed := map[string]string{}
 	for _, l := range pods {
-		listed[l.Netns] = l.Namespace + "/" + l.Name
+		listed[l.Netns] = l.Namespace + "/" + l.Pod // the pod, not its listener
 	}
 	for path, p := range r.pods {
 		if _, ok := listed[path]; !ok {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"syscall"
 	"testing"
 
@@ -168,4 +169,32 @@ func listenOn(t *testing.T, p *pod, at netip.AddrPort) (accepted func() int) {
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	return countAccepts(l)
+}
+
+// TestRefusesAgreesWithTheRule: Sets.Refuses, which the agent's tests read the table with,
+// says of each destination what the kernel does with its SYN; List reads back what Install
+// wrote.
+func TestRefusesAgreesWithTheRule(t *testing.T) {
+	p := newPod(t)
+	other := netip.MustParseAddr("10.96.0.11")
+	p.addrOnLo(t, other)
+	s := Sets{
+		NoEndpoints: []netip.AddrPort{netip.AddrPortFrom(vip, 8080)},
+		VIPs:        []netip.Addr{vip},
+		Declared:    []netip.AddrPort{netip.AddrPortFrom(vip, 80), netip.AddrPortFrom(vip, 8080)},
+	}
+	if err := Install(p.nft, s); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := List(p.nft); err != nil || !reflect.DeepEqual(got, s) {
+		t.Fatalf("List: %+v %v, want %+v", got, err, s)
+	}
+	for _, d := range []netip.AddrPort{netip.AddrPortFrom(vip, 80), netip.AddrPortFrom(vip, 81), netip.AddrPortFrom(vip, 8080),
+		netip.AddrPortFrom(vip, contract.DNSPort), netip.AddrPortFrom(other, 80), netip.AddrPortFrom(other, 81)} {
+		listenOn(t, p, d)
+		_, refused := s.Refuses(d)
+		if err := p.dial(d); refused != errors.Is(err, syscall.ECONNREFUSED) || (!refused && err != nil) {
+			t.Errorf("dial %s: %v; Refuses says refused=%v", d, err, refused)
+		}
+	}
 }

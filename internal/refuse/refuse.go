@@ -58,7 +58,9 @@ type Sets struct {
 	Declared    []netip.AddrPort
 }
 
-func (s Sets) empty() bool { return len(s.NoEndpoints) == 0 && len(s.VIPs) == 0 && len(s.Declared) == 0 }
+func (s Sets) empty() bool {
+	return len(s.NoEndpoints) == 0 && len(s.VIPs) == 0 && len(s.Declared) == 0
+}
 
 // Counted are the refusals (SYNs reset) per destination, by reason, since the destination
 // entered SetName or SetUndeclared.
