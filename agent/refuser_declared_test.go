@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
@@ -30,25 +28,11 @@ import (
 // refused connect is the refuse table's doing and any other connects.
 func listenersAt(t *testing.T, ns *netnstest.NS, dsts ...netip.AddrPort) {
 	t.Helper()
-	nl, err := netlink.NewHandleAt(netns.NsHandle(ns.Fd()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nl.Close()
-	lo, err := nl.LinkByName("lo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nl.LinkSetUp(lo); err != nil {
-		t.Fatal(err)
-	}
 	added := map[netip.Addr]bool{}
 	for _, d := range dsts {
 		if !added[d.Addr()] {
 			added[d.Addr()] = true
-			if err := nl.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: d.Addr().AsSlice(), Mask: net.CIDRMask(32, 32)}}); err != nil {
-				t.Fatal(err)
-			}
+			ns.LoopbackAddr(t, d.Addr())
 		}
 		var l net.Listener
 		if err := ns.Do(func() (err error) { l, err = net.Listen("tcp4", d.String()); return err }); err != nil {

@@ -10,30 +10,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-
 	"github.com/aether-mesh/svclb/internal/testing/golden"
 	"github.com/aether-mesh/svclb/internal/testing/testenv/prereq"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
-
-// addrOnLo puts a to the pod's lo, so a listener there proves a refusal is the table's.
-func (p *pod) addrOnLo(t *testing.T, a netip.Addr) {
-	t.Helper()
-	nl, err := netlink.NewHandleAt(netns.NsHandle(p.ns.Fd()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nl.Close()
-	lo, err := nl.LinkByName("lo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nl.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(32, 32)}}); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestPortNotDeclared: a SYN to a served VIP on a port it does not declare is reset before any
 // socket sees it, and counted under that VIP:port; its declared ports, another VIP's ports and
@@ -91,7 +71,7 @@ func TestPortNotDeclared(t *testing.T) {
 func TestPortNotDeclaredOtherVIP(t *testing.T) {
 	p := newPod(t)
 	other := netip.MustParseAddr("10.96.0.11")
-	p.addrOnLo(t, other)
+	p.ns.LoopbackAddr(t, other)
 	empty := netip.AddrPortFrom(vip, 80)
 	p.listen(t, 80)
 	l := listenOn(t, p, netip.AddrPortFrom(other, 81))
@@ -177,7 +157,7 @@ func listenOn(t *testing.T, p *pod, at netip.AddrPort) (accepted func() int) {
 func TestRefusesAgreesWithTheRule(t *testing.T) {
 	p := newPod(t)
 	other := netip.MustParseAddr("10.96.0.11")
-	p.addrOnLo(t, other)
+	p.ns.LoopbackAddr(t, other)
 	s := Sets{
 		NoEndpoints: []netip.AddrPort{netip.AddrPortFrom(vip, 8080)},
 		VIPs:        []netip.Addr{vip},

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/google/nftables"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/aether-mesh/svclb/internal/testing/netnstest"
@@ -32,18 +30,7 @@ type pod struct {
 func newPod(t testing.TB) *pod {
 	t.Helper()
 	ns := netnstest.New(t)
-	nl, err := netlink.NewHandleAt(netns.NsHandle(ns.Fd()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nl.Close()
-	lo, err := nl.LinkByName("lo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nl.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: vip.AsSlice(), Mask: net.CIDRMask(32, 32)}}); err != nil {
-		t.Fatal(err)
-	}
+	ns.LoopbackAddr(t, vip)
 	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd()), nftables.AsLasting())
 	if err != nil {
 		t.Fatal(err)
