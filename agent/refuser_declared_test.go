@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -61,19 +59,6 @@ func dialIn(ns *netnstest.NS, d netip.AddrPort) error {
 	})
 }
 
-// syncBuffer is a log destination the refuser's collector and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // TestRefuserRefusesUndeclaredPorts: with refusal reset, a captured pod's connect to a Service's
 // VIP on a port the Service does not declare fails with ECONNREFUSED, counted as
 // port-not-declared under the Service and logged with the VIP:port and the pod; its declared
@@ -88,7 +73,7 @@ func TestRefuserRefusesUndeclaredPorts(t *testing.T) {
 	listenersAt(t, ns, append([]netip.AddrPort{undeclared}, open...)...)
 
 	f := newFixture(t)
-	logs := &syncBuffer{}
+	logs := &syncLog{}
 	f.s.refuser.log = slog.New(slog.NewJSONHandler(logs, nil))
 	type add struct {
 		reason string
