@@ -71,8 +71,13 @@ func byName(a, c k8stypes.NamespacedName) int {
 	return cmp.Or(cmp.Compare(a.Namespace, c.Namespace), cmp.Compare(a.Name, c.Name))
 }
 
+// clone copies w, its maps never nil (shrink writes into them).
 func (w refusing) clone() refusing {
-	return refusing{noEndpoints: maps.Clone(w.noEndpoints), vips: maps.Clone(w.vips), declared: maps.Clone(w.declared)}
+	out := refusingInForce(false, published{}, nil, false)
+	maps.Copy(out.noEndpoints, w.noEndpoints)
+	maps.Copy(out.vips, w.vips)
+	maps.Copy(out.declared, w.declared)
+	return out
 }
 
 // sets are w as the table's sets, sorted.
@@ -220,7 +225,7 @@ func (r *refuser) close() {
 	r.mu.Lock()
 	r.done = true
 	r.mu.Unlock()
-	r.reconcile(nil, refusing{})
+	r.reconcile(nil, refusingInForce(false, published{}, nil, false))
 }
 
 // collect reads every table's counters into the metric and the log.
