@@ -41,7 +41,7 @@ type refusing struct {
 // unknown, every connection passes through to kube-proxy); nothing otherwise. A VIP two
 // Services claim names the first by namespace and name; its declared ports are both's.
 func refusingInForce(reset bool, p published, serviceRange []netip.Prefix, known bool) refusing {
-	out := refusing{noEndpoints: refused{}, vips: map[netip.Addr]k8stypes.NamespacedName{}, declared: map[netip.AddrPort]struct{}{}}
+	out := refusingNone()
 	if !reset || !known {
 		return out
 	}
@@ -67,13 +67,18 @@ func refusingInForce(reset bool, p published, serviceRange []netip.Prefix, known
 	return out
 }
 
+// refusingNone refuses nothing.
+func refusingNone() refusing {
+	return refusing{noEndpoints: refused{}, vips: map[netip.Addr]k8stypes.NamespacedName{}, declared: map[netip.AddrPort]struct{}{}}
+}
+
 func byName(a, c k8stypes.NamespacedName) int {
 	return cmp.Or(cmp.Compare(a.Namespace, c.Namespace), cmp.Compare(a.Name, c.Name))
 }
 
 // clone copies w, its maps never nil (shrink writes into them).
 func (w refusing) clone() refusing {
-	out := refusingInForce(false, published{}, nil, false)
+	out := refusingNone()
 	maps.Copy(out.noEndpoints, w.noEndpoints)
 	maps.Copy(out.vips, w.vips)
 	maps.Copy(out.declared, w.declared)
@@ -141,7 +146,7 @@ type refusedPod struct {
 
 func newRefuser(log *slog.Logger) *refuser {
 	return &refuser{
-		log: log, pods: map[string]*refusedPod{}, have: refusingInForce(false, published{}, nil, false),
+		log: log, pods: map[string]*refusedPod{}, have: refusingNone(),
 		gate: ratelog.Keyed[string]{Limit: ratelog.Limit{Burst: contract.RefusalLogBurst, Every: time.Second / contract.RefusalLogPerSecond}},
 		warn: ratelog.Keyed[string]{Limit: ratelog.Limit{Burst: 1, Every: time.Minute}},
 	}
@@ -183,7 +188,7 @@ func (r *refuser) reconcile(pods []agentstatus.ListenerStatus, want refusing) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.done {
-		pods, want = nil, refusingInForce(false, published{}, nil, false)
+		pods, want = nil, refusingNone()
 	}
 	listed := map[string]string{}
 	for _, l := range pods {
@@ -225,7 +230,7 @@ func (r *refuser) close() {
 	r.mu.Lock()
 	r.done = true
 	r.mu.Unlock()
-	r.reconcile(nil, refusingInForce(false, published{}, nil, false))
+	r.reconcile(nil, refusingNone())
 }
 
 // collect reads every table's counters into the metric and the log.
