@@ -74,6 +74,10 @@ type published struct {
 	// refused are the published svc: clusters with no endpoint for the node, by VIP:port
 	// (what the refuse tables hold while contract.RefusalReset is in force: refuser.go).
 	refused refused
+	// served are the VIP:ports each Service declares (spec.ports[].port) and the agent serves,
+	// published or not (on demand, a port nobody asked for is still declared): a SYN to one of
+	// their VIPs on another port is refused as port-not-declared (refuser.go).
+	served map[k8stypes.NamespacedName][]netip.AddrPort
 }
 
 // batch is one sync's change, made in place on the published maps with an undo log: a
@@ -129,7 +133,19 @@ func (b *batch) service(key k8stypes.NamespacedName) {
 	)
 	// On demand, a Service none of whose ports was asked for costs no translation.
 	wanted := !b.in.onDemand || b.in.demand.wants(key)
-	if svc, err := b.in.services.Services(key.Namespace).Get(key.Name); err == nil && b.in.phase1 && wanted {
+	svc, err := b.in.services.Services(key.Namespace).Get(key.Name)
+	var served []netip.AddrPort
+	if err == nil && b.in.phase1 {
+		for _, p := range translate.ServicePorts(svc) {
+			served = append(served, netip.AddrPortFrom(p.VIP, p.Port))
+		}
+	}
+	if len(served) == 0 {
+		del(b, b.served, key)
+	} else if !slices.Equal(b.served[key], served) {
+		put(b, b.served, key, served)
+	}
+	if err == nil && b.in.phase1 && wanted {
 		objs, _ := b.in.slices.ByIndex(byServiceIndex, key.String())
 		eps := make([]*discoveryv1.EndpointSlice, 0, len(objs))
 		for _, o := range objs {

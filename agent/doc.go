@@ -20,14 +20,15 @@
 // the accepted values.
 //
 // Refusal (key "refusal", "close" by default or "reset"): with reset, while both phases are
-// on, every captured pod's netns gets a refuse table (internal/refuse) whose set holds each
-// Service port with no endpoint for the node, so the caller's SYN is reset (ECONNREFUSED)
-// before the proxy accepts it; with close (or a phase off) the tables go and such a
-// connection is accepted and closed. refuser.go keeps the sets: a VIP:port leaves them before
-// the push that fills its cluster and enters them after the push that empties it. Their
-// per-element counters are read every contract.RefuseCountEvery (and as an element or table
-// goes) into svclb_svc_refused_total{reason="no-endpoints"} and a refusal log line (flag
-// RST) per pod, rate-limited.
+// on, every captured pod's netns gets a refuse table (internal/refuse) that resets the caller's
+// SYN (ECONNREFUSED) before the proxy accepts it, for each Service port with no endpoint for
+// the node and for every port a served Service's VIP does not declare; with close (or a phase
+// off) the tables go and such a connection is accepted and closed. refuser.go keeps the sets
+// around each push: what stops being refused leaves before the push that may serve it, what
+// starts being refused enters after the push that stops serving it. Their per-element
+// counters are read every contract.RefuseCountEvery (and as an element, a VIP or a table goes)
+// into svclb_svc_refused_total{reason="no-endpoints"|"port-not-declared"} and a refusal log
+// line (flag RST, the VIP:port, the pod) per pod, rate-limited.
 //
 // CDS mode: proactive (default) publishes a svc: cluster for every known Service port;
 // on-demand publishes only the names the node proxy asks for on its delta CDS subscription
@@ -49,9 +50,9 @@
 //
 // A test that flips a phase waits until every node's /status shows the new phases.
 //
-// Metrics (names in pkg/contract): svclb_svc_refused_total{reason,namespace,service} (reasons no-endpoints,
-// which with refusal reset also counts the SYNs the pods' refuse tables reset,
-// port-not-declared, no-service, and not-programmed for an NC on a known Service port the
+// Metrics (names in pkg/contract): svclb_svc_refused_total{reason,namespace,service} (reasons no-endpoints
+// and port-not-declared, which with refusal reset also count the SYNs the pods' refuse tables
+// reset, no-service, and not-programmed for an NC on a known Service port the
 // proxy had no cluster for yet), svclb_snapshot_version, svclb_snapshot_resources,
 // svclb_clusters, svclb_endpoints, svclb_listeners, svclb_push_duration_seconds,
 // svclb_network_programming_duration_seconds (kube-proxy's buckets, from the EndpointSlice's

@@ -127,6 +127,12 @@ func (l *syncLog) count(s string) int {
 	return strings.Count(l.b.String(), s)
 }
 
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // TestServiceRangeSaidOncePerChange: the agent warns once each time the Service range
 // becomes unknown (not on every sync), says once when it is known again, and
 // svclb_service_range_known follows.

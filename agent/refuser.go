@@ -4,6 +4,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"maps"
@@ -25,12 +26,97 @@ import (
 // endpoint for the node) to its Service.
 type refused = map[netip.AddrPort]k8stypes.NamespacedName
 
+// refusing is what every refuse table holds (internal/refuse Sets): the no-endpoints
+// destinations, and the served VIPs with their declared ports (a SYN to one of the VIPs on
+// another port is refused as port-not-declared), each VIP with the Service it names.
+type refusing struct {
+	noEndpoints refused
+	vips        map[netip.Addr]k8stypes.NamespacedName
+	declared    map[netip.AddrPort]struct{}
+}
+
+// refusingInForce is what the refuse tables hold: while contract.RefusalReset is in force, the
+// no-endpoints destinations and the served VIPs (with every port they declare) inside the
+// Service range, which is all the capture listener serves (outside it, or with the range
+// unknown, every connection passes through to kube-proxy); nothing otherwise. A VIP two
+// Services claim names the first by namespace and name; its declared ports are both's.
+func refusingInForce(reset bool, p published, serviceRange []netip.Prefix, known bool) refusing {
+	out := refusingNone()
+	if !reset || !known {
+		return out
+	}
+	in := func(a netip.Addr) bool {
+		return slices.ContainsFunc(serviceRange, func(r netip.Prefix) bool { return r.Contains(a) })
+	}
+	for d, svc := range p.refused {
+		if in(d.Addr()) {
+			out.noEndpoints[d] = svc
+		}
+	}
+	for svc, ports := range p.served {
+		for _, d := range ports {
+			if !in(d.Addr()) {
+				continue
+			}
+			out.declared[d] = struct{}{}
+			if o, ok := out.vips[d.Addr()]; !ok || byName(svc, o) < 0 {
+				out.vips[d.Addr()] = svc
+			}
+		}
+	}
+	return out
+}
+
+// refusingNone refuses nothing.
+func refusingNone() refusing {
+	return refusing{noEndpoints: refused{}, vips: map[netip.Addr]k8stypes.NamespacedName{}, declared: map[netip.AddrPort]struct{}{}}
+}
+
+func byName(a, c k8stypes.NamespacedName) int {
+	return cmp.Or(cmp.Compare(a.Namespace, c.Namespace), cmp.Compare(a.Name, c.Name))
+}
+
+// clone copies w, its maps never nil (shrink writes into them).
+func (w refusing) clone() refusing {
+	out := refusingNone()
+	maps.Copy(out.noEndpoints, w.noEndpoints)
+	maps.Copy(out.vips, w.vips)
+	maps.Copy(out.declared, w.declared)
+	return out
+}
+
+// sets are w as the table's sets, sorted.
+func (w refusing) sets() refuse.Sets {
+	return refuse.Sets{
+		NoEndpoints: slices.SortedFunc(maps.Keys(w.noEndpoints), netip.AddrPort.Compare),
+		VIPs:        slices.SortedFunc(maps.Keys(w.vips), netip.Addr.Compare),
+		Declared:    slices.SortedFunc(maps.Keys(w.declared), netip.AddrPort.Compare),
+	}
+}
+
+// only are the keys of a that b lacks, sorted.
+func only[K interface {
+	comparable
+	Compare(K) int
+}, V1, V2 any](a map[K]V1, b map[K]V2) []K {
+	var out []K
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, func(x, y K) int { return x.Compare(y) })
+	return out
+}
+
 // refuser keeps the refuse table of every captured pod's netns. The syncer calls shrink before
-// a push and reconcile after it (syncer.sync): a destination leaves every set before the
-// endpoints that fill its cluster are published, and enters only after its cluster was
-// published empty, so a SYN is never reset while the proxy knows a host. collect, on a ticker,
-// reads the counters. A netns is reached through its file's fd (refuse.Open), never by
-// entering it on a thread.
+// a push and reconcile after it (syncer.sync): what stops being refused leaves every table
+// before the push that may serve it (a no-endpoints destination before the endpoints that fill
+// its cluster, a VIP before the push that drops its Service, a port enters the declared set
+// before the push that serves it), and what starts being refused enters only after the push
+// (a cluster published empty, a new VIP, a port no longer declared), so a SYN is never reset
+// while the proxy serves its destination. collect, on a ticker, reads the counters. A netns is
+// reached through its file's fd (refuse.Open), never by entering it on a thread.
 type refuser struct {
 	log *slog.Logger
 	// add counts refusals in contract.MetricSvcRefused (xdsserver.Server.AddRefused); nil:
@@ -39,7 +125,7 @@ type refuser struct {
 
 	mu   sync.Mutex
 	pods map[string]*refusedPod // by netns path
-	have refused                // what every installed table's set holds
+	have refusing               // what every installed table holds
 	gate ratelog.Keyed[string]  // the refusal lines, per pod
 	done bool                   // closed: no table is installed any more
 	warn ratelog.Keyed[string]  // the failures, per netns: a pod's netns going is routine
@@ -49,8 +135,9 @@ type refuser struct {
 type refusedPod struct {
 	pod       string // namespace/name
 	path      string
-	installed bool                      // the table is there with have in its set
-	last      map[netip.AddrPort]uint64 // the counters when last read
+	installed bool // the table is there with have in its sets
+	// The counters when last read, per reason.
+	last, lastUndeclared map[netip.AddrPort]uint64
 	// conn is the lasting connection into the netns (refuse.Open), nil until needed and after
 	// an error; release closes it. Held while the pod is listed: it keeps the netns.
 	conn    *nftables.Conn
@@ -59,44 +146,53 @@ type refusedPod struct {
 
 func newRefuser(log *slog.Logger) *refuser {
 	return &refuser{
-		log: log, pods: map[string]*refusedPod{}, have: refused{},
+		log: log, pods: map[string]*refusedPod{}, have: refusingNone(),
 		gate: ratelog.Keyed[string]{Limit: ratelog.Limit{Burst: contract.RefusalLogBurst, Every: time.Second / contract.RefusalLogPerSecond}},
 		warn: ratelog.Keyed[string]{Limit: ratelog.Limit{Burst: 1, Every: time.Minute}},
 	}
 }
 
-// shrink deletes from every table the destinations not in want; the syncer calls it before
-// publishing the endpoints that fill them. A table that cannot be updated is deleted (the
-// connection is then closed after accept, never reset while a host is known).
-func (r *refuser) shrink(want refused) {
+// shrink takes out of every table what want no longer refuses: the no-endpoints destinations
+// and VIPs not in want leave, want's declared ports enter; the syncer calls it before the push.
+// A table that cannot be updated is deleted (the connection is then closed after accept, never
+// reset while the proxy serves it).
+func (r *refuser) shrink(want refusing) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	del := r.missing(want)
-	if len(del) == 0 {
+	add := refuse.Sets{Declared: only(want.declared, r.have.declared)}
+	del := refuse.Sets{NoEndpoints: only(r.have.noEndpoints, want.noEndpoints), VIPs: only(r.have.vips, want.vips)}
+	if len(add.Declared) == 0 && len(del.NoEndpoints) == 0 && len(del.VIPs) == 0 {
 		return
 	}
 	for _, p := range r.pods {
 		if p.installed {
-			r.update(p, nil, del)
+			r.update(p, add, del)
 		}
 	}
-	for _, d := range del {
-		delete(r.have, d)
+	for _, d := range del.NoEndpoints {
+		delete(r.have.noEndpoints, d)
+	}
+	for _, a := range del.VIPs {
+		delete(r.have.vips, a)
+	}
+	for _, d := range add.Declared {
+		r.have.declared[d] = struct{}{}
 	}
 }
 
 // reconcile makes every pod's table hold want, after the push that published want's clusters
-// empty: a pod no longer listed has its table deleted (counters read first), a new one gets
-// the table with the whole set. With no pods (the setting off) every table goes.
-func (r *refuser) reconcile(pods []agentstatus.ListenerStatus, want refused) {
+// empty and dropped what it no longer declares: a pod no longer listed has its table deleted
+// (counters read first), a new one gets the table with every set. With no pods (the setting
+// off) every table goes.
+func (r *refuser) reconcile(pods []agentstatus.ListenerStatus, want refusing) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.done {
-		pods, want = nil, nil
+		pods, want = nil, refusingNone()
 	}
 	listed := map[string]string{}
 	for _, l := range pods {
-		listed[l.Netns] = l.Namespace + "/" + l.Name
+		listed[l.Netns] = l.Namespace + "/" + l.Pod // the pod, not its listener
 	}
 	for path, p := range r.pods {
 		if _, ok := listed[path]; !ok {
@@ -104,14 +200,10 @@ func (r *refuser) reconcile(pods []agentstatus.ListenerStatus, want refused) {
 			delete(r.pods, path)
 		}
 	}
-	del := r.missing(want)
-	var add []netip.AddrPort
-	for d := range want {
-		if _, ok := r.have[d]; !ok {
-			add = append(add, d)
-		}
-	}
-	slices.SortFunc(add, netip.AddrPort.Compare)
+	add := refuse.Sets{NoEndpoints: only(want.noEndpoints, r.have.noEndpoints), VIPs: only(want.vips, r.have.vips),
+		Declared: only(want.declared, r.have.declared)}
+	del := refuse.Sets{NoEndpoints: only(r.have.noEndpoints, want.noEndpoints), VIPs: only(r.have.vips, want.vips),
+		Declared: only(r.have.declared, want.declared)}
 	for path, pod := range listed {
 		p := r.pods[path]
 		if p == nil {
@@ -123,11 +215,8 @@ func (r *refuser) reconcile(pods []agentstatus.ListenerStatus, want refused) {
 			r.update(p, add, del)
 		}
 	}
-	r.have = maps.Clone(want)
-	if r.have == nil {
-		r.have = refused{}
-	}
-	all := slices.SortedFunc(maps.Keys(r.have), netip.AddrPort.Compare)
+	r.have = want.clone()
+	all := r.have.sets()
 	for _, p := range r.pods {
 		if !p.installed {
 			r.install(p, all)
@@ -141,19 +230,7 @@ func (r *refuser) close() {
 	r.mu.Lock()
 	r.done = true
 	r.mu.Unlock()
-	r.reconcile(nil, nil)
-}
-
-// missing are have's destinations not in want, sorted.
-func (r *refuser) missing(want refused) []netip.AddrPort {
-	var del []netip.AddrPort
-	for d := range r.have {
-		if _, ok := want[d]; !ok {
-			del = append(del, d)
-		}
-	}
-	slices.SortFunc(del, netip.AddrPort.Compare)
-	return del
+	r.reconcile(nil, refusingNone())
 }
 
 // collect reads every table's counters into the metric and the log.
@@ -181,39 +258,37 @@ func (r *refuser) run(ctx context.Context, every time.Duration) {
 	}
 }
 
-// destinations is how many destinations the tables refuse (/status refusedAtSyn).
+// destinations is how many no-endpoints destinations the tables refuse (/status refusedAtSyn).
 func (r *refuser) destinations() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.have)
+	return len(r.have.noEndpoints)
 }
 
-func (r *refuser) install(p *refusedPod, all []netip.AddrPort) {
+func (r *refuser) install(p *refusedPod, all refuse.Sets) {
 	err := r.in(p, func(c *nftables.Conn) error { return refuse.Install(c, all) })
 	if err != nil {
 		r.failed(p, "install the refuse table", err)
 		return
 	}
-	p.installed, p.last = true, map[netip.AddrPort]uint64{}
+	p.installed, p.last, p.lastUndeclared = true, map[netip.AddrPort]uint64{}, map[netip.AddrPort]uint64{}
 }
 
-// update adds and deletes destinations in p's table, reading its counters first (a deleted
-// element's counter goes with it). On failure the table is deleted and installed again by the
+// update adds and deletes elements of p's table, reading its counters first when a
+// destination or VIP goes (a deleted element's counter goes with it; a VIP's refusals are
+// named by the VIP's Service). On failure the table is deleted and installed again by the
 // next reconcile.
-func (r *refuser) update(p *refusedPod, add, del []netip.AddrPort) {
-	if len(add) == 0 && len(del) == 0 {
-		return
-	}
-	if len(del) > 0 {
+func (r *refuser) update(p *refusedPod, add, del refuse.Sets) {
+	if len(del.NoEndpoints) > 0 || len(del.VIPs) > 0 {
 		r.count(p)
 	}
 	if err := r.in(p, func(c *nftables.Conn) error { return refuse.Update(c, add, del) }); err != nil {
-		r.failed(p, "update the refuse set", err)
+		r.failed(p, "update the refuse sets", err)
 		_ = r.in(p, refuse.Remove)
 		p.installed = false
 		return
 	}
-	for _, d := range del {
+	for _, d := range del.NoEndpoints {
 		delete(p.last, d)
 	}
 }
@@ -235,29 +310,56 @@ func (r *refuser) drop(p *refusedPod) {
 // count adds what p's counters gained since last read to the metric, and logs one line per
 // destination that was refused, within the pod's limit.
 func (r *refuser) count(p *refusedPod) {
-	var counts map[netip.AddrPort]uint64
+	var counts refuse.Counted
 	if err := r.in(p, func(c *nftables.Conn) (err error) { counts, err = refuse.Counts(c); return err }); err != nil {
 		r.log.Debug("refuse counters not read", contract.LogKeyPod, p.pod, "netns", p.path, "error", err)
 		return
 	}
 	now := time.Now()
+	r.counted(p, now, contract.ReasonNoEndpoints, counts.NoEndpoints, p.last, func(d netip.AddrPort) (k8stypes.NamespacedName, bool) {
+		svc, ok := r.have.noEndpoints[d]
+		return svc, ok
+	})
+	// The rule's record forgets a destination UndeclaredIdle after its last SYN (read since):
+	// one that is gone is forgotten here too, one that came back counts from 0 again.
+	for d := range p.lastUndeclared {
+		if _, ok := counts.NotDeclared[d]; !ok {
+			delete(p.lastUndeclared, d)
+		}
+	}
+	for d, n := range counts.NotDeclared {
+		if n < p.lastUndeclared[d] {
+			p.lastUndeclared[d] = 0
+		}
+	}
+	r.counted(p, now, contract.ReasonPortNotDeclared, counts.NotDeclared, p.lastUndeclared, func(d netip.AddrPort) (k8stypes.NamespacedName, bool) {
+		svc, ok := r.have.vips[d.Addr()]
+		return svc, ok
+	})
+	r.gate.Flush(now) // forgets idle pods
+}
+
+// counted adds the gain of each destination's counter over last (then set to it) to the
+// metric under reason and the Service svcOf names, and logs a line for it within the pod's
+// limit; a destination svcOf does not know (it left) is not counted.
+func (r *refuser) counted(p *refusedPod, now time.Time, reason string, counts, last map[netip.AddrPort]uint64,
+	svcOf func(netip.AddrPort) (k8stypes.NamespacedName, bool)) {
 	for _, d := range slices.SortedFunc(maps.Keys(counts), netip.AddrPort.Compare) {
-		n, last := counts[d], p.last[d]
-		p.last[d] = n
-		svc, ok := r.have[d]
-		if n <= last || !ok {
+		n, was := counts[d], last[d]
+		last[d] = n
+		svc, ok := svcOf(d)
+		if n <= was || !ok {
 			continue
 		}
 		if r.add != nil {
-			r.add(contract.ReasonNoEndpoints, svc, n-last)
+			r.add(reason, svc, n-was)
 		}
 		if r.gate.Allow(p.pod, now) {
-			r.log.Info(contract.LogRefusal, contract.LogKeyReason, contract.ReasonNoEndpoints, contract.LogKeyNamespace, svc.Namespace,
+			r.log.Info(contract.LogRefusal, contract.LogKeyReason, reason, contract.LogKeyNamespace, svc.Namespace,
 				contract.LogKeyService, svc.Name, contract.LogKeyDestination, d.String(), contract.LogKeyPod, p.pod,
-				contract.LogKeyFlag, contract.FlagReset, contract.LogKeyCount, n-last)
+				contract.LogKeyFlag, contract.FlagReset, contract.LogKeyCount, n-was)
 		}
 	}
-	r.gate.Flush(now) // forgets idle pods
 }
 
 func (r *refuser) failed(p *refusedPod, what string, err error) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/google/nftables"
 	corev1 "k8s.io/api/core/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/aether-mesh/svclb/agent/internal/xdsserver"
@@ -32,6 +32,18 @@ func setAt(t testing.TB, path string) (set map[netip.AddrPort]uint64, ok bool) {
 	}
 	defer release()
 	s, err := refuse.Counts(c)
+	return s.NoEndpoints, err == nil
+}
+
+// tableAt reads the sets of the refuse table of the netns at path; ok is false without a table.
+func tableAt(t testing.TB, path string) (sets refuse.Sets, ok bool) {
+	t.Helper()
+	c, release, err := refuse.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	s, err := refuse.List(c)
 	return s, err == nil
 }
 
@@ -145,10 +157,12 @@ func TestRefuserFollowsEndpoints(t *testing.T) {
 	}
 }
 
-// TestRefuserFanOutCost measures what one Service emptying or filling costs the sync with
-// SVCLB_REFUSE_PODS (default 50) captured pods on the node: one refuse-set transaction per pod,
-// each through the pod's netns file (refuse.Open), in sequence. docs/architecture.md has the
-// figures.
+// TestRefuserFanOutCost measures what one refused destination entering or leaving costs the
+// sync with SVCLB_REFUSE_PODS (default 50) captured pods on the node: one refuse-set
+// transaction per pod, each through the pod's netns file (refuse.Open), in sequence. Each
+// kind: a Service port emptying and filling (no-endpoints), a port the Service stops and starts
+// declaring (port-not-declared: the declared set), a Service appearing and going (its VIP).
+// docs/architecture.md has the figures.
 func TestRefuserFanOutCost(t *testing.T) {
 	n := 50
 	if v := os.Getenv("SVCLB_REFUSE_PODS"); v != "" {
@@ -162,30 +176,56 @@ func TestRefuserFanOutCost(t *testing.T) {
 		ns := netnstest.New(t)
 		pods = append(pods, agentstatus.ListenerStatus{Namespace: "ns", Name: fmt.Sprint("p", i), Netns: ns.Path()})
 	}
-	r.reconcile(pods, nil)
-	svc := refused{netip.MustParseAddrPort("10.96.0.10:80"): {Namespace: "ns", Name: "web"}}
-	const rounds = 100
-	var fan, one []time.Duration
-	for i := range rounds {
-		t0 := time.Now()
-		if i%2 == 0 {
-			r.reconcile(pods, svc) // enters after the push
-		} else {
-			r.shrink(nil) // leaves before the push
-		}
-		fan = append(fan, time.Since(t0))
+	web := k8stypes.NamespacedName{Namespace: "ns", Name: "web"}
+	d80, d81 := netip.MustParseAddrPort("10.96.0.10:80"), netip.MustParseAddrPort("10.96.0.10:81")
+	served := func(ports ...netip.AddrPort) map[k8stypes.NamespacedName][]netip.AddrPort {
+		return map[k8stypes.NamespacedName][]netip.AddrPort{web: ports}
 	}
-	for _, p := range r.pods {
-		if !p.installed {
-			t.Fatalf("pod %s: no table", p.pod)
+	rng := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}
+	in := func(p published) refusing { return refusingInForce(true, p, rng, true) }
+	r.reconcile(pods, in(published{served: served(d80, d81)}))
+	q := func(d []time.Duration, f float64) time.Duration {
+		slices.Sort(d)
+		return d[int(f*float64(len(d)-1))]
+	}
+	const rounds = 100
+	for _, c := range []struct {
+		kind             string
+		refused, served_ published // d80 refused (entering after the push), then served again (leaving before)
+	}{
+		{"no-endpoints (a Service port empties and fills)",
+			published{refused: refused{d80: web}, served: served(d80, d81)}, published{served: served(d80, d81)}},
+		{"port-not-declared (a port stops and starts being declared)",
+			published{served: served(d81)}, published{served: served(d80, d81)}},
+		{"port-not-declared (a Service, its VIP, appears and goes)",
+			published{served: served(d81)}, published{}},
+	} {
+		var fan []time.Duration
+		for i := range rounds {
+			t0 := time.Now()
+			if i%2 == 0 {
+				r.reconcile(pods, in(c.refused)) // enters after the push
+			} else {
+				r.shrink(in(c.served_)) // leaves before the push
+				r.reconcile(pods, in(c.served_))
+			}
+			fan = append(fan, time.Since(t0))
 		}
+		for _, p := range r.pods {
+			if !p.installed {
+				t.Fatalf("pod %s: no table", p.pod)
+			}
+		}
+		t.Logf("%d pods, %s: one destination entering or leaving every pod's sets: p50 %v, p99 %v", n, c.kind, q(fan, .5), q(fan, .99))
+		r.reconcile(pods, in(published{served: served(d80, d81)}))
 	}
 	// One pod's transaction alone, as refuser.update makes it (open by path, one flush).
 	p := r.pods[pods[0].Netns]
+	var one []time.Duration
 	for i := range rounds {
-		add, del := slices.Collect(maps.Keys(svc)), []netip.AddrPort(nil)
+		add, del := refuse.Sets{NoEndpoints: []netip.AddrPort{d80}}, refuse.Sets{}
 		if i%2 == 1 {
-			add, del = nil, add
+			add, del = del, add
 		}
 		t0 := time.Now()
 		if err := r.in(p, func(c *nftables.Conn) error { return refuse.Update(c, add, del) }); err != nil {
@@ -193,12 +233,7 @@ func TestRefuserFanOutCost(t *testing.T) {
 		}
 		one = append(one, time.Since(t0))
 	}
-	q := func(d []time.Duration, f float64) time.Duration {
-		slices.Sort(d)
-		return d[int(f*float64(len(d)-1))]
-	}
-	t.Logf("%d pods: one Service port entering or leaving every pod's set: p50 %v, p99 %v; one pod's update: p50 %v, p99 %v",
-		n, q(fan, .5), q(fan, .99), q(one, .5), q(one, .99))
+	t.Logf("one pod's update: p50 %v, p99 %v", q(one, .5), q(one, .99))
 }
 
 // failingPub refuses every push.

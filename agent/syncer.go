@@ -7,7 +7,6 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
-	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -118,7 +117,7 @@ func newSyncer(log *slog.Logger, pub publisher, services corelisters.ServiceList
 				Listeners: map[string]*listenerv3.Listener{},
 			},
 			bySvc: map[k8stypes.NamespacedName][]string{}, owner: map[string]k8stypes.NamespacedName{},
-			endpoints: map[k8stypes.NamespacedName]int{}, refused: refused{},
+			endpoints: map[k8stypes.NamespacedName]int{}, refused: refused{}, served: map[k8stypes.NamespacedName][]netip.AddrPort{},
 		},
 		refuser:     newRefuser(log),
 		refusalGate: ratelog.Keyed[string]{Limit: refusalLimit},
@@ -256,14 +255,15 @@ func (s *syncer) sync() error {
 	}
 	// Refusing before accept: what leaves the pods' sets leaves before the push (its cluster
 	// may be filled by it), what enters enters after (its cluster was published empty).
-	want := refusedInForce(reset, b.refused)
+	serviceRange, rangeKnown := s.svcIndex.Range()
+	want := refusingInForce(reset, b.published, serviceRange, rangeKnown)
 	s.refuser.shrink(want)
 	if !b.upd.Empty() {
 		if err := s.pub.Apply(b.upd); err != nil {
 			b.rollback()
 			s.m.rejected.Inc()
 			// The proxy kept the last push's clusters: so do the sets.
-			s.refuser.reconcile(refusedPods(reset, s.refusePods), refusedInForce(reset, s.refused))
+			s.refuser.reconcile(refusedPods(reset, s.refusePods), refusingInForce(reset, s.published, serviceRange, rangeKnown))
 			return err
 		}
 		s.version++
@@ -292,15 +292,6 @@ func (s *syncer) sync() error {
 		s.mu.Unlock()
 	}
 	return nil
-}
-
-// refusedInForce is what the refuse tables hold: the refused destinations while
-// contract.RefusalReset is in force, none otherwise.
-func refusedInForce(reset bool, r refused) refused {
-	if !reset {
-		return nil
-	}
-	return maps.Clone(r)
 }
 
 // refusedPods are the pods that have a refuse table: every captured pod while

@@ -9,11 +9,13 @@ import (
 )
 
 // refuse-port-not-declared: a port the Service does not declare is refused
-// and counted with the Service's name.
+// and counted with the Service's name. The agent's refusal setting is close
+// (the default), so the proxy accepts and closes; refuse-reset dials such a
+// port with refusal: reset, where the SYN is reset in the client's netns.
 var _ = defineLeg(refuseLeg(agent.ReasonPortNotDeclared, leg[measure.Target]{
 	name:      "refuse-port-not-declared",
 	early:     true,
-	setup:     "ClusterIP Service with a backend on port 80, dialled on port 81 it does not declare",
+	setup:     "ClusterIP Service with a backend on port 80, dialled on port 81 it does not declare; the agent's refusal: close (the default)",
 	workloads: "Service pnd (1 echo backend, port 80, cut), dialled on port 81",
 	exercises: "as refuse-no-endpoints; pkg/svcindex/index.go (Lookup: port-not-declared)",
 	prepare: func(ctx context.Context) (measure.Target, error) {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +30,8 @@ const (
 	// refuseResetCounted bounds the wait for the agents to read the refuse
 	// tables' counters (contract.RefuseCountEvery, then the scrape).
 	refuseResetCounted = 3 * contract.RefuseCountEvery
+	// refuseResetUndeclared is a port the Service does not declare.
+	refuseResetUndeclared = 81
 )
 
 // refuseResetWorkload is the empty Service and what its backend will be.
@@ -40,21 +43,26 @@ type refuseResetWorkload struct {
 
 // refuse-reset: with the agent's refusal: reset, a Service without endpoints
 // is refused at the SYN inside each client's netns (ECONNREFUSED, as through
-// kube-proxy), counted as no-endpoints; once an endpoint appears, every
-// attempt is answered.
+// kube-proxy), counted as no-endpoints, and so is a port the Service does not
+// declare, counted as port-not-declared; once an endpoint appears, every
+// attempt is answered. (refuse-no-endpoints and refuse-port-not-declared run
+// with refusal: close, the default: accepted, then closed.)
 var _ = defineLeg(leg[*refuseResetWorkload]{
-	name:  "refuse-reset",
-	setup: "ClusterIP Service selecting no pod yet, kube-proxy ClusterIP entries deleted on every node; the agent's refusal: reset in green (close in red and after the leg)",
+	name: "refuse-reset",
+	setup: "ClusterIP Service selecting no pod yet, kube-proxy ClusterIP entries deleted on every node; the agent's refusal: reset in green (close in red and after the leg); " +
+		"dialled on its port 80 and on port 81, which it does not declare",
 	redExpect: fmt.Sprintf("no backend reply, before and after the endpoint appears, and no refusal counted (Phase 2 off; %s=%s)",
 		contract.KeyRefusal, contract.RefusalClose),
-	greenMeans: fmt.Sprintf("every attempt while the Service has no endpoint fails with ECONNREFUSED (host-refused: the SYN reset in the client's netns, "+
-		"no proxy accept); %s{reason=%q} rises by exactly those attempts and the agent's refusal log names the Service, the dialled address and flag %s; "+
-		"once one endpoint is programmed, every attempt gets a reply and none is refused",
-		agent.RefusedMetric, agent.ReasonNoEndpoints, contract.FlagReset),
-	workloads: fmt.Sprintf("Service resetep (selects app resetep-backend, cut); %d attempts per client at once, then one echo pod resetep-backend-0 "+
-		"(deleted after the run) and %d more attempts per client", refuseResetAttempts, refuseResetAttempts),
-	exercises: "internal/refuse (the refuse table in each pod netns), agent/refuser.go (the set around the push, the counters), agent/syncer.go, " +
-		"agent/settings.go (refusal)",
+	greenMeans: fmt.Sprintf("while the Service has no endpoint, every attempt to port 80 and every attempt to port 81 fails with ECONNREFUSED "+
+		"(host-refused: the SYN reset in the client's netns, no proxy accept); %s{reason=%q} rises by exactly port 80's attempts and "+
+		"%s{reason=%q} by exactly port 81's, and for each port the agent's refusal log names the reason, the Service, the dialled address, "+
+		"flag %s and a meshed client pod; once one endpoint is programmed, every attempt to port 80 gets a reply and none is refused",
+		agent.RefusedMetric, agent.ReasonNoEndpoints, agent.RefusedMetric, agent.ReasonPortNotDeclared, contract.FlagReset),
+	workloads: fmt.Sprintf("Service resetep (port 80, selects app resetep-backend, cut); %d attempts per client to each of port 80 and port %d at once, "+
+		"then one echo pod resetep-backend-0 (deleted after the run) and %d more attempts per client to port 80",
+		refuseResetAttempts, refuseResetUndeclared, refuseResetAttempts),
+	exercises: "internal/refuse (the refuse table in each pod netns: no-endpoints, and port-not-declared from the served VIPs and their declared ports), " +
+		"agent/refuser.go (the sets around the push, the counters per reason), agent/syncer.go, agent/settings.go (refusal)",
 	agentConfig: func(on bool) map[string]string {
 		if on {
 			return map[string]string{contract.KeyRefusal: contract.RefusalReset}
@@ -85,11 +93,11 @@ var _ = defineLeg(leg[*refuseResetWorkload]{
 	// the agents' counters and log itself.
 })
 
-// refuseReset is one run: attempts to the empty Service, then to it with one
-// endpoint, which it deletes again for the next run.
+// refuseReset is one run: attempts to the empty Service's declared port and to a port it does
+// not declare, then to it with one endpoint, which it deletes again for the next run.
 func refuseReset(ctx context.Context, w *refuseResetWorkload, run *evidence.Run) error {
 	c := suite.cluster
-	to := workload.Addr(w.svc, 80)
+	to, undeclared := workload.Addr(w.svc, 80), workload.Addr(w.svc, refuseResetUndeclared)
 	dialled := []measure.Dialled{measure.ServicePort(w.svc, 80)}
 	// The proxies serve the empty cluster; the refuse sets follow right after the push.
 	if _, err := measure.WaitProgrammed(ctx, c, dialled); err != nil {
@@ -101,36 +109,61 @@ func refuseReset(ctx context.Context, w *refuseResetWorkload, run *evidence.Run)
 		return err
 	}
 	since := time.Now()
-	empty, err := refuseResetDial(ctx, to)
+	empty, err := refuseResetDial(ctx, to, undeclared)
 	if err != nil {
 		return err
 	}
+	// Per destination: what the clients saw.
+	byTo := map[string]*evidence.Run{to: {}, undeclared: {}}
 	for _, rs := range empty {
 		run.Tally(rs, c.Zone)
+		for _, r := range rs {
+			if b := byTo[r.To]; b != nil {
+				b.Tally([]echo.Result{r}, c.Zone)
+			}
+		}
 	}
-	refused := run.HostRefused
-	var counted float64
+	want := map[string]string{to: agent.ReasonNoEndpoints, undeclared: agent.ReasonPortNotDeclared}
+	counted := map[string]float64{}
 	// Red expects none: the whole bound is waited for, so a late count is seen.
 	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, refuseResetCounted, true, func(ctx context.Context) (bool, error) {
 		after, err := agent.Refusals(ctx, c, w.svc.Namespace, w.svc.Name)
 		if err != nil {
 			return false, nil
 		}
-		counted = after[agent.ReasonNoEndpoints] - before[agent.ReasonNoEndpoints]
-		return refused > 0 && counted >= float64(refused), nil
+		done := true
+		for d, reason := range want {
+			counted[d] = after[reason] - before[reason]
+			done = done && byTo[d].HostRefused > 0 && counted[d] >= float64(byTo[d].HostRefused)
+		}
+		return done, nil
 	})
-	logs, err := measure.ReadRefusals(ctx, c, since)
+	logs, err := agent.RefusalLogs(ctx, c, since)
 	if err != nil {
 		return err
 	}
-	logged := 0
+	clients := map[string]bool{}
+	for _, p := range suite.clients {
+		clients[p.Namespace+"/"+p.Name] = true
+	}
+	// A line names the Service, the dialled address, the flag and the meshed pod that dialled.
+	logged := map[string]int{}
 	for _, l := range logs {
-		if l.Reason == agent.ReasonNoEndpoints && l.Namespace == w.svc.Namespace && l.Service == w.svc.Name && l.Destination == to && l.Flag == contract.FlagReset {
-			logged++
+		if d := l.Destination; l.Reason == want[d] && l.Namespace == w.svc.Namespace && l.Service == w.svc.Name &&
+			l.Flag == contract.FlagReset && clients[l.Pod] {
+			logged[d]++
 		}
 	}
 	emptyAttempts := run.Attempts
-	allRefused := emptyAttempts > 0 && refused == emptyAttempts && counted == float64(refused) && logged > 0
+	allRefused := emptyAttempts > 0
+	var parts []string
+	for _, d := range []string{to, undeclared} {
+		r := byTo[d]
+		allRefused = allRefused && r.Attempts > 0 && r.HostRefused == r.Attempts && counted[d] == float64(r.HostRefused) && logged[d] > 0
+		parts = append(parts, fmt.Sprintf("%s %d of %d host-refused, %g counted %s, %d log records with flag %s and a client pod",
+			d, r.HostRefused, r.Attempts, counted[d], want[d], logged[d], contract.FlagReset))
+	}
+	noneCounted := counted[to] == 0 && counted[undeclared] == 0
 
 	// One endpoint: once programmed, every attempt is answered.
 	if err := c.Create(ctx, workload.EchoPod(w.svc.Namespace, w.backend, w.app, workload.EchoPodOptions{})); err != nil {
@@ -163,18 +196,21 @@ func refuseReset(ctx context.Context, w *refuseResetWorkload, run *evidence.Run)
 	filledAttempts := run.Attempts - emptyAttempts
 	replies, refusedFilled := run.Replies-repliesBefore, run.HostRefused-refusedBefore
 	run.MetGreen = allRefused && filledAttempts > 0 && replies == filledAttempts && refusedFilled == 0
-	run.MetRed = run.Attempts > 0 && run.Replies == 0 && counted == 0
-	run.Summary = fmt.Sprintf("%s; without endpoints %d of %d host-refused, %g counted %s, %d log records with flag %s; with one endpoint %d of %d replies, %d host-refused",
-		run.Counts(), refused, emptyAttempts, counted, agent.ReasonNoEndpoints, logged, contract.FlagReset, replies, filledAttempts, refusedFilled)
+	run.MetRed = run.Attempts > 0 && run.Replies == 0 && noneCounted
+	run.Summary = fmt.Sprintf("%s; without endpoints: %s; with one endpoint %d of %d replies, %d host-refused",
+		run.Counts(), strings.Join(parts, "; "), replies, filledAttempts, refusedFilled)
 	return nil
 }
 
-// refuseResetDial makes refuseResetAttempts connections from every meshed client at once.
-func refuseResetDial(ctx context.Context, to string) ([][]echo.Result, error) {
+// refuseResetDial makes refuseResetAttempts connections to each of tos from every meshed
+// client, all at once.
+func refuseResetDial(ctx context.Context, tos ...string) ([][]echo.Result, error) {
 	var jobs []workload.DialJob
 	for i := range suite.clients {
-		for range refuseResetAttempts {
-			jobs = append(jobs, workload.DialJob{Client: &suite.clients[i], To: to, Opts: workload.DialOptions{Count: 1, Timeout: refuseResetTimeout}})
+		for _, to := range tos {
+			for range refuseResetAttempts {
+				jobs = append(jobs, workload.DialJob{Client: &suite.clients[i], To: to, Opts: workload.DialOptions{Count: 1, Timeout: refuseResetTimeout}})
+			}
 		}
 	}
 	return workload.DialAll(ctx, suite.cluster, jobs, len(jobs))

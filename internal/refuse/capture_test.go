@@ -87,7 +87,7 @@ func capturedPod(t *testing.T, refused []netip.AddrPort) (ns *netnstest.NS, path
 		t.Fatal(err)
 	}
 	defer release()
-	if err := Install(c, refused); err != nil {
+	if err := Install(c, Sets{NoEndpoints: refused}); err != nil {
 		t.Fatal(err)
 	}
 	return ns, ns.Path(), acc
@@ -146,20 +146,21 @@ func TestRefusedBesideCapture(t *testing.T) {
 		t.Fatalf("the connection to %s never reached the capture listener", other)
 	}
 	var counts map[netip.AddrPort]uint64
-	in(t, path, func(c *nftables.Conn) (err error) { counts, err = Counts(c); return err })
+	read := func(c *nftables.Conn) error { got, err := Counts(c); counts = got.NoEndpoints; return err }
+	in(t, path, read)
 	if len(counts) != 1 || counts[refused] != 3 {
 		t.Fatalf("counts %v, want %s: 3", counts, refused)
 	}
 
 	// Idempotent: adding what is there keeps its counter, deleting what is not is no error.
-	in(t, path, func(c *nftables.Conn) error { return Update(c, []netip.AddrPort{refused}, nil) })
-	in(t, path, func(c *nftables.Conn) error { return Update(c, nil, []netip.AddrPort{other}) })
-	in(t, path, func(c *nftables.Conn) (err error) { counts, err = Counts(c); return err })
+	in(t, path, func(c *nftables.Conn) error { return Update(c, Sets{NoEndpoints: []netip.AddrPort{refused}}, Sets{}) })
+	in(t, path, func(c *nftables.Conn) error { return Update(c, Sets{}, Sets{NoEndpoints: []netip.AddrPort{other}}) })
+	in(t, path, read)
 	if len(counts) != 1 || counts[refused] != 3 {
 		t.Fatalf("after idempotent updates: counts %v, want %s: 3", counts, refused)
 	}
-	in(t, path, func(c *nftables.Conn) error { return Update(c, nil, []netip.AddrPort{refused}) })
-	in(t, path, func(c *nftables.Conn) error { return Update(c, nil, []netip.AddrPort{refused}) })
+	in(t, path, func(c *nftables.Conn) error { return Update(c, Sets{}, Sets{NoEndpoints: []netip.AddrPort{refused}}) })
+	in(t, path, func(c *nftables.Conn) error { return Update(c, Sets{}, Sets{NoEndpoints: []netip.AddrPort{refused}}) })
 	if err := dialIn(ns, refused); err != nil {
 		t.Fatalf("dial %s after it left the set: %v", refused, err)
 	}

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/google/nftables"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/aether-mesh/svclb/internal/testing/netnstest"
@@ -32,18 +30,7 @@ type pod struct {
 func newPod(t testing.TB) *pod {
 	t.Helper()
 	ns := netnstest.New(t)
-	nl, err := netlink.NewHandleAt(netns.NsHandle(ns.Fd()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nl.Close()
-	lo, err := nl.LinkByName("lo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nl.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: vip.AsSlice(), Mask: net.CIDRMask(32, 32)}}); err != nil {
-		t.Fatal(err)
-	}
+	ns.LoopbackAddr(t, vip)
 	c, err := nftables.New(nftables.WithNetNSFd(ns.Fd()), nftables.AsLasting())
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +50,11 @@ func (p *pod) listen(t testing.TB, port uint16) (accepted func() int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
+	return countAccepts(l)
+}
+
+// countAccepts accepts on l until it closes; accepted counts what it accepted.
+func countAccepts(l net.Listener) (accepted func() int) {
 	n := make(chan int, 1)
 	n <- 0
 	go func() {
@@ -96,7 +88,7 @@ func TestRefusedBeforeAccept(t *testing.T) {
 	p := newPod(t)
 	refused, open := netip.AddrPortFrom(vip, 80), netip.AddrPortFrom(vip, 81)
 	acceptedRefused, acceptedOpen := p.listen(t, 80), p.listen(t, 81)
-	if err := Install(p.nft, []netip.AddrPort{refused}); err != nil {
+	if err := Install(p.nft, Sets{NoEndpoints: []netip.AddrPort{refused}}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -107,14 +99,14 @@ func TestRefusedBeforeAccept(t *testing.T) {
 	if err := p.dial(open); err != nil {
 		t.Fatalf("dial %s (not in the set): %v", open, err)
 	}
-	counts, err := Counts(p.nft)
+	got, err := Counts(p.nft)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if counts[refused] != 3 || len(counts) != 1 {
+	if counts := got.NoEndpoints; counts[refused] != 3 || len(counts) != 1 || len(got.NotDeclared) != 0 {
 		t.Errorf("counts %v, want %s: 3", counts, refused)
 	}
-	if err := Update(p.nft, nil, []netip.AddrPort{refused}); err != nil {
+	if err := Update(p.nft, Sets{}, Sets{NoEndpoints: []netip.AddrPort{refused}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.dial(refused); err != nil {
@@ -146,7 +138,7 @@ func TestUpdateCost(t *testing.T) {
 	pods := make([]*pod, n)
 	for i := range pods {
 		pods[i] = newPod(t)
-		if err := Install(pods[i].nft, nil); err != nil {
+		if err := Install(pods[i].nft, Sets{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,9 +152,9 @@ func TestUpdateCost(t *testing.T) {
 			t1 := time.Now()
 			var err error
 			if r%2 == 0 {
-				err = Update(p.nft, svc, nil)
+				err = Update(p.nft, Sets{NoEndpoints: svc}, Sets{})
 			} else {
-				err = Update(p.nft, nil, svc)
+				err = Update(p.nft, Sets{}, Sets{NoEndpoints: svc})
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -209,7 +201,7 @@ func TestConnectCost(t *testing.T) {
 	for i := range 1000 {
 		many = append(many, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 97, byte(i >> 8), byte(i)}), 80))
 	}
-	if err := Install(p.nft, many); err != nil {
+	if err := Install(p.nft, Sets{NoEndpoints: many}); err != nil {
 		t.Fatal(err)
 	}
 	with := measure()

@@ -29,8 +29,9 @@ type Status struct {
 	// endpoint for the node is reset in the pod's netns, in force while both phases are on) or
 	// "close" (such a connection is accepted and closed).
 	Refusal string `json:"refusal"`
-	// RefusedAtSyn counts the Service ports (VIP:port) the captured pods' refuse tables reset
-	// (0 unless reset is in force).
+	// RefusedAtSyn counts the Service ports (VIP:port) without endpoints the captured pods'
+	// refuse tables reset (0 unless reset is in force); the ports the served Services do not
+	// declare, also reset, are not counted here.
 	RefusedAtSyn int `json:"refusedAtSyn"`
 	// SettingsErrors are the agent ConfigMap's keys whose values are not in effect (bad values,
 	// unknown keys), by key; empty when every value is.

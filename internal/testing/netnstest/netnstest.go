@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -141,4 +143,22 @@ func (n *NS) Do(fn func() error) error {
 // nsenter, so the child never depends on which thread forked it).
 func (n *NS) Command(program string, args ...string) *exec.Cmd {
 	return exec.Command("nsenter", append([]string{"--net=" + n.Path(), "--", program}, args...)...)
+}
+
+// LoopbackAddr adds a to the namespace's lo as a /32 (IPv4) or /128: a test listens there on
+// an address that stands for a remote one, such as a Service VIP.
+func (ns *NS) LoopbackAddr(t testing.TB, a netip.Addr) {
+	t.Helper()
+	nl, err := netlink.NewHandleAt(ns.handle)
+	if err != nil {
+		t.Fatalf("netnstest: netlink handle in %s: %v", ns.name, err)
+	}
+	defer nl.Close()
+	lo, err := nl.LinkByName("lo")
+	if err == nil {
+		err = nl.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}})
+	}
+	if err != nil {
+		t.Fatalf("netnstest: add %s to lo in %s: %v", a, ns.name, err)
+	}
 }
