@@ -356,7 +356,7 @@ func (r *refuser) counted(p *refusedPod, now time.Time, reason string, counts, l
 		}
 		if r.gate.Allow(p.pod, now) {
 			r.log.Info(contract.LogRefusal, contract.LogKeyReason, reason, contract.LogKeyNamespace, svc.Namespace,
-				contract.LogKeyService, svc.Name, contract.LogKeyDestination, d.String(), contract.LogKeyPod, p.pod,
+				contract.LogKeyService, svc.Name, contract.LogKeyDestination, d.String(), contract.LogKeySourcePod, p.pod,
 				contract.LogKeyFlag, contract.FlagReset, contract.LogKeyCount, n-was)
 		}
 	}

@@ -119,7 +119,7 @@ func TestRefuserRefusesUndeclaredPorts(t *testing.T) {
 		}
 	}
 	want := map[string]any{contract.LogKeyReason: contract.ReasonPortNotDeclared, contract.LogKeyNamespace: "ns", contract.LogKeyService: "web",
-		contract.LogKeyDestination: undeclared.String(), contract.LogKeyPod: "ns/client", contract.LogKeyFlag: contract.FlagReset}
+		contract.LogKeyDestination: undeclared.String(), contract.LogKeySourcePod: "ns/client", contract.LogKeyFlag: contract.FlagReset}
 	for k, v := range want {
 		if line[k] != v {
 			t.Errorf("refusal line %v: %s is %v, want %v", line, k, line[k], v)

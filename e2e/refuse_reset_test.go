@@ -150,7 +150,7 @@ func refuseReset(ctx context.Context, w *refuseResetWorkload, run *evidence.Run)
 	logged := map[string]int{}
 	for _, l := range logs {
 		if d := l.Destination; l.Reason == want[d] && l.Namespace == w.svc.Namespace && l.Service == w.svc.Name &&
-			l.Flag == contract.FlagReset && clients[l.Pod] {
+			l.Flag == contract.FlagReset && clients[l.SourcePod] {
 			logged[d]++
 		}
 	}

@@ -14,8 +14,9 @@ const (
 	LogKeyDestination = "destination"
 	// LogKeySource is the client's address.
 	LogKeySource = "source"
-	// LogKeySourcePod is the client pod (namespace/name) found by LogKeySource's address
-	// among the pods the agent knows on its node; "" when none has it.
+	// LogKeySourcePod is the client pod (namespace/name): for a refusal after accept, the
+	// pod the agent finds with LogKeySource's address on its node ("" when none has it);
+	// for a refusal at the SYN (flag RST), the pod whose netns table counted it.
 	LogKeySourcePod = "source_pod"
 	// LogKeyFlag is the proxy's response flag: UH or NC.
 	LogKeyFlag = "flag"
