@@ -17,13 +17,9 @@ func newDoctor(g *globals) *cobra.Command {
 		Short: "Say what the cluster has and lacks for the suite; exit 1 when a requirement is missing",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, err := g.target()
+			t, cs, err := g.clientset()
 			if err != nil {
-				return &exitError{2, err}
-			}
-			cs, _, err := t.Clientset()
-			if err != nil {
-				return &exitError{2, err}
+				return err
 			}
 			fmt.Fprintf(g.out, "doctor: %s; proxy %s\n", t, o.Proxy)
 			lines := e2edoctor.Run(cmd.Context(), cs, o)

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/aether-mesh/svclb/internal/e2esuite"
 )
@@ -26,6 +27,19 @@ type globals struct {
 
 func (g *globals) target() (Target, error) {
 	return ResolveTarget(g.kubeconfig, g.context, g.getenv, g.home)
+}
+
+// clientset is the target and a clientset for it; its error is a usage error (exit 2).
+func (g *globals) clientset() (Target, kubernetes.Interface, error) {
+	t, err := g.target()
+	if err != nil {
+		return t, nil, &exitError{2, err}
+	}
+	cs, _, err := t.Clientset()
+	if err != nil {
+		return t, nil, &exitError{2, err}
+	}
+	return t, cs, nil
 }
 
 func (g *globals) binaries() (*e2esuite.Binaries, error) {

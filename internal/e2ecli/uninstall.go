@@ -22,13 +22,9 @@ func newUninstall(g *globals) *cobra.Command {
 			"kube-proxy's table holds no cut element. It exits 1 naming each node that is not clean.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, err := g.target()
+			t, cs, err := g.clientset()
 			if err != nil {
-				return &exitError{2, err}
-			}
-			cs, _, err := t.Clientset()
-			if err != nil {
-				return &exitError{2, err}
+				return err
 			}
 			fmt.Fprintf(g.out, "uninstall: %s\n", t)
 			u := &e2euninstall.Uninstaller{CS: cs, Nodes: e2euninstall.Docker{}, Log: g.out, Timeout: timeout, Namespaces: namespaces}
