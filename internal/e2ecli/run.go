@@ -93,7 +93,7 @@ func runRun(ctx context.Context, g *globals, f *runFlags) error {
 	if err != nil {
 		return &exitError{2, err}
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 	kubeconfig, err := t.SuiteKubeconfig(tmp)
 	if err != nil {
 		return &exitError{2, err}

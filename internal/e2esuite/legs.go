@@ -32,7 +32,7 @@ func ListLegs(ctx context.Context, suite, repo, filter string) ([]Leg, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	report := filepath.Join(dir, "ginkgo.json")
 	cmd := exec.CommandContext(ctx, suite, "-test.run", "^TestLegsList$", "-test.count=1",
 		"-ginkgo.label-filter="+filter, "-ginkgo.json-report="+report, "-ginkgo.no-color")

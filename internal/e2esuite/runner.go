@@ -48,7 +48,7 @@ type Result struct {
 	Interrupted os.Signal
 	// Killed: the suite outlived its Grace after the signal and was killed.
 	Killed bool
-	// Restored is Restore's outcome after an interrupt (nil: restored or not interrupted).
+	// RestoreErr is Restore's outcome after an interrupt (nil: restored, or not interrupted).
 	RestoreErr error
 	Duration   time.Duration
 }

@@ -44,11 +44,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "report:", err)
 		return 2
 	}
-	print := r.Markdown
+	render := r.Markdown
 	if *summary {
-		print = r.Summary
+		render = r.Summary
 	}
-	if err := print(stdout); err != nil {
+	if err := render(stdout); err != nil {
 		fmt.Fprintln(stderr, "report:", err)
 		return 2
 	}
