@@ -47,6 +47,14 @@ func ResolveTarget(flagKubeconfig, flagContext string, getenv func(string) strin
 	if len(t.Files) == 0 {
 		return t, errors.New("$KUBECONFIG lists no file")
 	}
+	// Absolute: the suite binary runs in <repo>/e2e, not where the command was given.
+	for i, f := range t.Files {
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			return t, fmt.Errorf("kubeconfig %s: %w", f, err)
+		}
+		t.Files[i] = abs
+	}
 	return t, nil
 }
 

@@ -16,6 +16,10 @@ import (
 func TestResolveTarget(t *testing.T) {
 	home := func() (string, error) { return "/home/u", nil }
 	noHome := func() (string, error) { return "", errors.New("no home") }
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name       string
 		flag, env  string
@@ -28,6 +32,7 @@ func TestResolveTarget(t *testing.T) {
 		{"KUBECONFIG", "", "/e", home, []string{"/e"}, "$KUBECONFIG", false},
 		{"KUBECONFIG list", "", "/a:/b", home, []string{"/a", "/b"}, "$KUBECONFIG", false},
 		{"home", "", "", home, []string{"/home/u/.kube/config"}, "~/.kube/config", false},
+		{"relative made absolute", "rel/config", "", home, []string{filepath.Join(wd, "rel/config")}, "--kubeconfig", false},
 		{"nothing", "", "", noHome, nil, "", true},
 		{"empty list", "", ":", home, nil, "", true},
 	} {
