@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
@@ -53,7 +54,21 @@ func (g *globals) binaries() (*e2esuite.Binaries, error) {
 			return nil, err
 		}
 	}
-	return &e2esuite.Binaries{Repo: repo, Go: g.goCmd, Suite: g.suiteBin, Report: g.reportBin, Log: g.errOut}, nil
+	abs := func(p string) (string, error) {
+		if p == "" {
+			return "", nil
+		}
+		return filepath.Abs(p)
+	}
+	suite, err := abs(g.suiteBin)
+	if err != nil {
+		return nil, err
+	}
+	report, err := abs(g.reportBin)
+	if err != nil {
+		return nil, err
+	}
+	return &e2esuite.Binaries{Repo: repo, Go: g.goCmd, Suite: suite, Report: report, Log: g.errOut}, nil
 }
 
 // exitError carries a command's exit code: cobra's errors are 1, a usage error 2.
