@@ -226,12 +226,16 @@ func ready(n corev1.Node) bool {
 	return false
 }
 
+// statusImagesCap is the kubelet's default --node-status-max-images: a node's status lists
+// its 50 largest images only, so an image absent from a full list may be there all the same.
+const statusImagesCap = 50
+
 // imageLines: which nodes lack which image (node status lists the images a node holds).
 func imageLines(nodes []corev1.Node, o Options) []Line {
 	local, pulled := o.Images()
-	missing := func(image string) []string {
+	// missing are the nodes whose status does not list image; unsure those whose list is full.
+	missing := func(image string) (missing, unsure []string) {
 		want := cluster.NormalizeImage(image)
-		var out []string
 		for _, n := range nodes {
 			has := false
 			for _, im := range n.Status.Images {
@@ -241,26 +245,33 @@ func imageLines(nodes []corev1.Node, o Options) []Line {
 					}
 				}
 			}
-			if !has {
-				out = append(out, n.Name)
+			switch {
+			case has:
+			case len(n.Status.Images) >= statusImagesCap:
+				unsure = append(unsure, n.Name)
+			default:
+				missing = append(missing, n.Name)
 			}
 		}
-		return out
+		return missing, unsure
 	}
 	var out []Line
-	for _, img := range local {
-		if m := missing(img); len(m) > 0 {
-			out = append(out, Line{Fail, "image", fmt.Sprintf("%s missing on %s: never pulled; build and load it (make images)", img, strings.Join(m, ", "))})
-		} else {
+	check := func(img string, ifMissing Level, why string) {
+		m, u := missing(img)
+		switch {
+		case len(m) > 0:
+			out = append(out, Line{ifMissing, "image", fmt.Sprintf("%s missing on %s: %s", img, strings.Join(m, ", "), why)})
+		case len(u) > 0:
+			out = append(out, Line{Warn, "image", fmt.Sprintf("%s not in the status of %s, which lists only the %d largest images: not known", img, strings.Join(u, ", "), statusImagesCap)})
+		default:
 			out = append(out, Line{OK, "image", img + " on every node"})
 		}
 	}
+	for _, img := range local {
+		check(img, Fail, "never pulled; build and load it (make images)")
+	}
 	for _, img := range pulled {
-		if m := missing(img); len(m) > 0 {
-			out = append(out, Line{Warn, "image", fmt.Sprintf("%s missing on %s: pulled at deploy, which needs its registry (else --proxy builtin)", img, strings.Join(m, ", "))})
-		} else {
-			out = append(out, Line{OK, "image", img + " on every node"})
-		}
+		check(img, Warn, "pulled at deploy, which needs its registry (else --proxy builtin)")
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package e2edoctor
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -100,6 +101,7 @@ func TestWhatIsMissing(t *testing.T) {
 		{"one zone", []runtime.Object{kubeProxyCM("nftables"), node("w", "a", false, devImages...)}, "builtin", Warn, "zones", "topology leg fails"},
 		{"a node not Ready", []runtime.Object{kubeProxyCM("nftables"), node("w", "a", false, devImages...), notReady}, "builtin", Fail, "nodes", "not Ready: w2"},
 		{"an image not loaded", []runtime.Object{kubeProxyCM("nftables"), node("w", "a", false, devImages[1:]...)}, "builtin", Fail, "image", "svclb/agent:dev missing on w"},
+		{"a full status image list", []runtime.Object{kubeProxyCM("nftables"), node("w", "a", false, fullList()...)}, "builtin", Warn, "image", "lists only the 50 largest"},
 		{"Envoy not on the nodes", []runtime.Object{kubeProxyCM("nftables"), node("w", "a", false, devImages...)}, "envoy", Warn, "image", "pulled at deploy"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -110,4 +112,13 @@ func TestWhatIsMissing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fullList is a node status image list at the kubelet's cap, without the project's images.
+func fullList() []string {
+	var out []string
+	for i := range statusImagesCap {
+		out = append(out, fmt.Sprintf("registry.example/big%d:v1", i))
+	}
+	return out
 }
