@@ -124,8 +124,7 @@ wait:
 			kill = nil
 		case <-ctx.Done():
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-			return res, ctx.Err()
+			return res, fmt.Errorf("%w: the suite killed (%v)", ctx.Err(), <-done)
 		}
 	}
 	res.Duration = time.Since(start)
