@@ -140,7 +140,7 @@ func runRun(ctx context.Context, g *globals, f *runFlags) error {
 	cancel()
 	_ = e2esuite.AddPhase(artifacts, "suite build", time.Since(buildStart))
 	if early != nil {
-		return finish(ctx, g, f, reportBin, artifacts, start, fmt.Sprintf("interrupted by %s before the suite started", early), &exitError{130, errors.New("interrupted")})
+		return finish(ctx, g, f, reportBin, artifacts, start, "interrupted by "+e2esuite.SignalName(early)+" before the suite started", &exitError{130, errors.New("interrupted")})
 	}
 	if err != nil {
 		return finish(ctx, g, f, reportBin, artifacts, start, "the e2e suite does not compile", &exitError{2, err})

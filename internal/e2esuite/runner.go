@@ -58,7 +58,7 @@ func (r Result) Failure() string {
 	if r.Interrupted == nil {
 		return ""
 	}
-	what := fmt.Sprintf("interrupted by %s", r.Interrupted)
+	what := "interrupted by " + SignalName(r.Interrupted)
 	if r.Killed {
 		what += ": the suite did not stop within its grace period and was killed"
 	}
@@ -107,18 +107,18 @@ wait:
 			switch {
 			case res.Interrupted == nil:
 				res.Interrupted, first = sig, time.Now()
-				fmt.Fprintf(out, "svclb-e2e: %s: forwarding it to the suite once; it has %s to stop and write its reports, then the cluster is restored\n", sig, grace)
+				fmt.Fprintf(out, "svclb-e2e: %s: forwarding it to the suite once; it has %s to stop and write its reports, then the cluster is restored\n", SignalName(sig), grace)
 				_ = cmd.Process.Signal(sig)
 				kill = time.After(grace)
 			case time.Since(first) < signalEcho:
 				// The same interrupt, delivered again: already forwarded.
 			default:
-				fmt.Fprintf(out, "svclb-e2e: %s again: killing the suite now; the cluster is still restored\n", sig)
+				fmt.Fprintf(out, "svclb-e2e: %s again: killing the suite now; the cluster is still restored\n", SignalName(sig))
 				res.Killed = true
 				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			}
 		case <-kill:
-			fmt.Fprintf(out, "svclb-e2e: the suite is still running %s after %s: killing it\n", grace, res.Interrupted)
+			fmt.Fprintf(out, "svclb-e2e: the suite is still running %s after %s: killing it\n", grace, SignalName(res.Interrupted))
 			res.Killed = true
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			kill = nil
@@ -148,4 +148,15 @@ wait:
 		}
 	}
 	return res, nil
+}
+
+// SignalName is SIGINT or SIGTERM, as a shell names them (os.Signal's String is "interrupt").
+func SignalName(s os.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
 }

@@ -93,7 +93,7 @@ func TestRunnerRestoresOnSIGINT(t *testing.T) {
 	if got := read(t, filepath.Join(cfg.Artifacts, "signals")); got != "INT\n" {
 		t.Errorf("the suite received %q, want one INT", got)
 	}
-	if f := res.Failure(); !strings.Contains(f, "interrupted by interrupt") || !strings.Contains(f, "restored") {
+	if f := res.Failure(); !strings.Contains(f, "interrupted by SIGINT") || !strings.Contains(f, "restored") {
 		t.Errorf("Failure() = %q", f)
 	}
 	if log := read(t, filepath.Join(cfg.Artifacts, "e2e.log")); !strings.Contains(log, "forwarding it to the suite once") {
