@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# The body of `make e2e-svc` (see e2e/e2e.mk for the variables): cluster and
-# images (kindconfig's targets: the cluster's lifecycle lives in
-# kindconfig/cluster.sh alone), the Ginkgo suite, then the reports. Every phase
-# prints its elapsed time and lands in $ARTIFACTS/phases.tsv for report.md.
+# The body of `make e2e-svc` (see e2e/e2e.mk for the variables): the kind cluster and
+# the images (kindconfig's targets: the cluster's lifecycle lives in
+# kindconfig/cluster.sh alone), then the suite through svclb-e2e run (cmd/svclb-e2e:
+# the suite binary, its signal path, docs/cli.md), then the report and its verdict
+# table. Every phase prints its elapsed time and lands in $ARTIFACTS/phases.tsv for
+# report.md.
+#
+# SIGINT or SIGTERM: during the cluster or images phases the run stops there and
+# writes its report; during the suite svclb-e2e forwards it to the suite once, which
+# stops its leg and writes its reports, then removes the guard and puts kube-proxy's
+# cuts back on every node; then this script still deletes a cluster it created
+# (unless KEEP_CLUSTER=1) and writes the report.
 set -uo pipefail
 : "${REPO:?}" "${GO:?}" "${MAKE:?}" "${ARTIFACTS:?}" "${KIND:?}" "${CLUSTER:?}" "${KUBECONFIG_FILE:?}" "${CLUSTER_STATE:?}"
 cd "$REPO" || exit
 # shellcheck source=e2e/internal/kit/kit.sh
 . "$REPO/e2e/internal/kit/kit.sh"
 kit_init e2e-svc "$ARTIFACTS"
+# The suite's CLI (cmd/svclb-e2e), built first below.
+CLI=$REPO/_output/svclb-e2e
 phase() { printf '%s\t%s\n' "$1" "$2" >>"$ARTIFACTS/phases.tsv"; }
 # since START: seconds since START (a `date +%s.%N`), one decimal.
 since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
@@ -26,14 +36,31 @@ timed() {
   return $rc
 }
 
+# report [failure]: report.md and report.html, then the one-screen verdict table.
 report() {
   local failure=${1:-}
   phase "total" "$(($(date +%s) - T0))"
   step "rendering reports into $ARTIFACTS"
-  "${go_cmd[@]}" run ./e2e/cmd/report -dir "$ARTIFACTS" ${failure:+-failure "$failure"} >/dev/null
-  local rc=$?
-  [ -f "$ARTIFACTS/report.md" ] && cat "$ARTIFACTS/report.md"
-  return $rc
+  if [ -x "$CLI" ]; then
+    "$CLI" report --repo "$REPO" --go "$GO" --artifacts "$ARTIFACTS" ${failure:+--failure "$failure"}
+  else
+    "${go_cmd[@]}" run ./e2e/cmd/report -dir "$ARTIFACTS" -summary ${failure:+-failure "$failure"}
+  fi
+}
+
+# The signals: noted, and forwarded to svclb-e2e while it runs (it takes a second
+# copy of a terminal's Ctrl-C, which reaches it too, as the same interrupt).
+interrupted="" cli_pid=""
+on_signal() {
+  interrupted=$1
+  step "SIG$1: stopping"
+  if [ -n "$cli_pid" ]; then kill -s "$1" "$cli_pid" 2>/dev/null || true; fi
+}
+trap 'on_signal INT' INT
+trap 'on_signal TERM' TERM
+# stop_if_interrupted PHASE: a signal during PHASE ends the run there, with its report.
+stop_if_interrupted() {
+  if [ -n "$interrupted" ]; then fail_early "interrupted by SIG$interrupted during $1"; fi
 }
 
 # created: 1 once cluster.sh says this run created the cluster; then this run
@@ -100,53 +127,57 @@ if [ "$PROXY" = envoy ] && ! docker image inspect "$ENVOY_IMAGE" >/dev/null 2>&1
   timed "envoy image" docker pull -q "$ENVOY_IMAGE" || fail_early "PROXY=envoy but $ENVOY_IMAGE cannot be pulled"
 fi
 
+# svclb-e2e first: it renders the report even when the cluster phase fails.
+timed "cli build" "${go_cmd[@]}" build -o "$CLI" ./cmd/svclb-e2e || fail_early "cmd/svclb-e2e does not compile"
+stop_if_interrupted "the cli build"
 cluster_up || fail_early "make cluster failed"
+stop_if_interrupted "the cluster phase"
 timed "images" "${make_cmd[@]}" images || fail_early "make images failed"
+stop_if_interrupted "the images phase"
 if [ "$PROXY" = envoy ]; then
   timed "envoy image load" "$KIND" load docker-image --name "$CLUSTER" "$ENVOY_IMAGE" || fail_early "kind load $ENVOY_IMAGE failed"
+  stop_if_interrupted "the envoy image load"
 fi
 
-# LEGS is a Ginkgo label filter; a plain list of leg names (LEGS="reach affinity")
-# means any of them: Ginkgo would read it as one label and run nothing. Without
-# LEGS every leg and figure runs except the opt-in ones (label opt-in: the
-# cni-latency figure starts 100 pods), which run when LEGS names them.
-legs_filter=${LEGS:-'!opt-in'}
-case "$legs_filter" in
-*[\&\|\!\(\),/:]*) ;;
-*)
-  read -ra names <<<"$legs_filter"
-  legs_filter=$(IFS=,; echo "${names[*]}")
-  ;;
-esac
-
-# The suite: a go test binary (no ginkgo CLI needed; Ginkgo's flags are the same).
+# The suite: svclb-e2e run builds it (go test -c ./e2e, phase "suite build"), runs it
+# with the environment it reads, and on a signal restores the cluster. LEGS is taken
+# as make takes it (LEGS="reach affinity": either; else a Ginkgo label filter; empty:
+# every leg and figure but the opt-in ones, label opt-in). This script renders the
+# report (it may delete the cluster first); svclb-e2e leaves in $failure_file what the
+# report must say about an interrupted run.
 kind_version=$("$KIND" version 2>/dev/null | awk '{print $2}')
-envoy_version=n/a
-[ "$PROXY" = envoy ] && envoy_version=${ENVOY_IMAGE##*:}
-# Compiled apart so its time is not counted as deploy time. CGO_ENABLED comes
-# from the Makefile, the same as `make test`'s: the dependencies are cache hits.
-timed "suite build" "${go_cmd[@]}" test -c -o "$REPO/_output/e2e.test" ./e2e/ || fail_early "the e2e suite does not compile"
-# The suite itself: deploy (guard, node DaemonSet, clients), then the legs. It
-# runs in e2e/ like go test would.
-(
-  cd "$REPO/e2e" &&
-    SVCLB_E2E=1 SVCLB_KUBECONFIG="$KUBECONFIG_FILE" SVCLB_CLUSTER="$CLUSTER" \
-      SVCLB_ARTIFACTS="$ARTIFACTS" SVCLB_PROXY="$PROXY" SVCLB_PROXY_CHOICE="$PROXY_CHOICE" SVCLB_ENVOY_IMAGE="$ENVOY_IMAGE" SVCLB_E2E_START="$T0" \
-      SVCLB_KIND_VERSION="$kind_version" SVCLB_ENVOY_VERSION="$envoy_version" KEEP_CLUSTER="${KEEP_CLUSTER:-}" \
-      "$REPO/_output/e2e.test" -test.run '^TestE2E$' -test.count=1 -test.timeout "${TIMEOUT:-45m}" -test.v \
-      -ginkgo.v -ginkgo.label-filter="$legs_filter" \
-      -ginkgo.junit-report="$ARTIFACTS/junit.xml" -ginkgo.json-report="$ARTIFACTS/ginkgo.json"
-) 2>&1 | tee "$ARTIFACTS/e2e.log"
-suite_rc=${PIPESTATUS[0]}
+failure_file=$(mktemp)
+cli_args=(run --repo "$REPO" --go "$GO" --kubeconfig "$KUBECONFIG_FILE" --cluster "$CLUSTER"
+  --proxy "$PROXY" --proxy-choice "$PROXY_CHOICE" --envoy-image "$ENVOY_IMAGE" --kind-version "${kind_version:-unknown}"
+  --artifacts "$ARTIFACTS" --legs "${LEGS:-}" --timeout "${TIMEOUT:-45m}" --start "$T0"
+  --report=false --failure-file "$failure_file")
+[ "${KEEP_CLUSTER:-}" = 1 ] && cli_args+=(--keep)
+step "svclb-e2e ${cli_args[*]}"
+# In the background, so that the traps run (and forward) while it runs.
+"$CLI" "${cli_args[@]}" &
+cli_pid=$!
+while :; do
+  wait "$cli_pid"
+  suite_rc=$?
+  kill -0 "$cli_pid" 2>/dev/null || break
+done
+wait "$cli_pid" 2>/dev/null
+rc=$?
+[ "$rc" -ne 127 ] && suite_rc=$rc
+cli_pid=""
+failure=$(cat "$failure_file")
+rm -f "$failure_file"
 
 if [ "$suite_rc" -ne 0 ]; then cluster_down failed; else cluster_down; fi
 
-failure=""
-[ "$suite_rc" -ne 0 ] && [ ! -s "$ARTIFACTS/ginkgo.json" ] && failure="the suite exited $suite_rc before Ginkgo wrote a report (see e2e.log)"
 report "$failure"
 rc=$?
+if [ -n "$interrupted" ]; then
+  step "INTERRUPTED (SIG$interrupted): ${failure:-svclb-e2e exited $suite_rc}; artifacts in $ARTIFACTS"
+  exit 130
+fi
 if [ "$suite_rc" -ne 0 ] || [ "$rc" -ne 0 ]; then
-  step "FAILED (suite exit $suite_rc, report verdict exit $rc); artifacts in $ARTIFACTS"
+  step "FAILED (svclb-e2e exit $suite_rc, report verdict exit $rc); artifacts in $ARTIFACTS"
   exit 1
 fi
 step "PASSED; artifacts in $ARTIFACTS"

@@ -3,7 +3,7 @@
 #   cluster.sh up     reuse the running cluster, or pick the node image
 #                     (online: published kindest/node; offline: svclb/kind-node,
 #                     built by $BUILD_NODE_IMAGE) and create it
-#   cluster.sh mode   print online or offline (KIND_NODE_MODE forces it)
+#   cluster.sh mode   print online or offline, and why on stderr (KIND_NODE_MODE forces it)
 #   cluster.sh down   delete the cluster, its kubeconfig, $STATE and an unused kind network
 # Environment: KIND (kind binary), CLUSTER, CONFIG, KUBECONFIG_OUT, KIND_NODE_MODE,
 # NODE_IMAGE_ONLINE, NODE_IMAGE_OFFLINE, BUILD_NODE_IMAGE, PULL_TIMEOUT, STATE.
@@ -31,20 +31,29 @@ exists() { "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; }
 # in_cluster runs kubectl on the control-plane node, so the host needs none.
 in_cluster() { docker exec "$CLUSTER-control-plane" kubectl --kubeconfig=/etc/kubernetes/admin.conf "$@"; }
 
-# mode prints online when the published node image is here or can be pulled
-# within PULL_TIMEOUT seconds (one attempt), else offline.
-mode() {
+# choose sets MODE (online or offline) and WHY: KIND_NODE_MODE forces it; else online when
+# the published node image is here or can be pulled within PULL_TIMEOUT seconds (one
+# attempt), offline when it cannot.
+choose() {
   case "${KIND_NODE_MODE:-}" in
-  online | offline) echo "$KIND_NODE_MODE"; return ;;
+  online | offline) MODE=$KIND_NODE_MODE WHY="KIND_NODE_MODE=$KIND_NODE_MODE"; return ;;
   "" | auto) ;;
   *) die "KIND_NODE_MODE must be online, offline or empty (auto), not '$KIND_NODE_MODE'" ;;
   esac
-  if docker image inspect "$NODE_IMAGE_ONLINE" >/dev/null 2>&1 ||
-    timeout "$PULL_TIMEOUT" docker pull -q "$NODE_IMAGE_ONLINE" >/dev/null 2>&1; then
-    echo online
+  if docker image inspect "$NODE_IMAGE_ONLINE" >/dev/null 2>&1; then
+    MODE=online WHY="$NODE_IMAGE_ONLINE is in the local Docker"
+  elif timeout "$PULL_TIMEOUT" docker pull -q "$NODE_IMAGE_ONLINE" >/dev/null 2>&1; then
+    MODE=online WHY="$NODE_IMAGE_ONLINE pulled"
   else
-    echo offline
+    MODE=offline WHY="$NODE_IMAGE_ONLINE cannot be pulled within ${PULL_TIMEOUT}s"
   fi
+}
+
+# mode prints online or offline, and why on stderr.
+mode() {
+  choose
+  echo "$MODE"
+  echo "cluster: $MODE: $WHY" >&2
 }
 
 wait_ready() {
@@ -77,17 +86,17 @@ up() {
     summary
     return
   fi
-  local m image s
+  local image s
   step "choosing the node image (KIND_NODE_MODE=${KIND_NODE_MODE:-auto}; one pull attempt of $NODE_IMAGE_ONLINE, ${PULL_TIMEOUT}s)"
-  m=$(mode)
-  state mode "$m"
-  if [ "$m" = online ]; then
+  choose
+  state mode "$MODE"
+  if [ "$MODE" = online ]; then
     image=$NODE_IMAGE_ONLINE
-    step "ONLINE path: $image (CNI kindnetd)"
+    step "ONLINE path ($WHY): $image (CNI kindnetd)"
     state node_image_seconds 0
   else
     image=$NODE_IMAGE_OFFLINE
-    step "OFFLINE path: $image (CNI flannel host-gw), building it if needed"
+    step "OFFLINE path ($WHY): $image (CNI flannel host-gw), building it if needed"
     s=$(date +%s.%N)
     if [ -n "${BUILD_NODE_IMAGE:-}" ]; then
       bash -c "$BUILD_NODE_IMAGE"

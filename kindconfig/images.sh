@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Build every cmd/svclb-<x> that exists into a FROM-scratch image svclb/<x>:dev
+# (but svclb-e2e: the suite's CLI runs on the host, never in the cluster)
 # (static, CGO_ENABLED=0) and load them into the kind cluster when it runs.
 # Called by `make images`. Environment: KIND, CLUSTER, OUT (build context root), GO.
 set -euo pipefail
@@ -12,6 +13,7 @@ shopt -s nullglob
 cmds=()
 for d in cmd/svclb-*/; do
   d=${d%/}
+  [ "$d" = cmd/svclb-e2e ] && continue
   if compgen -G "$d/*.go" >/dev/null; then cmds+=("${d#cmd/}"); else step "skip $d: no Go files yet"; fi
 done
 if [ ${#cmds[@]} -eq 0 ]; then

@@ -13,7 +13,9 @@ KIND_KUBECONFIG  ?= $(OUT)/kubeconfig
 KIND_STATE       ?= $(OUT)/cluster.state
 KIND_NODE_MODE   ?=
 KIND_NODE_IMAGE  ?= svclb/kind-node:$(K8S_VERSION)
-KIND_NODE_IMAGE_ONLINE ?= kindest/node:v1.34.0
+# The published node image, by digest (kind v0.30.0's release notes list this one for v1.34.0):
+# a tag can be moved, a digest cannot.
+KIND_NODE_IMAGE_ONLINE ?= kindest/node:v1.34.0@sha256:7416a61b42b1662ca6ca89f02028ac133a309a2a30ba309614e8ec94d976dc5a
 KIND_WORK        ?= $(REPO)/_work/kind
 DEBIAN_MIRROR    ?= $(or $(shell awk '/^URIs:/{print $$2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null),http://deb.debian.org/debian)
 

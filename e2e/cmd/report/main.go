@@ -1,5 +1,5 @@
 // Command report renders the e2e evidence directory into report.md and
-// report.html and prints report.md. Its exit code is the run's verdict, so
+// report.html and prints report.md (-summary: the one-screen verdict table). Its exit code is the run's verdict, so
 // make can use it as the last step: 0 passed; 1 not passed (a selected leg
 // failed, proved nothing or did not run, the selection is not recorded, or
 // the suite failed outside the legs); 2 the evidence could not be read or
@@ -26,6 +26,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "_artifacts", "evidence directory; report.md and report.html are written here")
 	ginkgoJSON := fs.String("ginkgo-json", "", "Ginkgo JSON report (default <dir>/ginkgo.json)")
 	failure := fs.String("failure", "", "a failure outside the suite to state in the report (e.g. a make step that failed)")
+	summary := fs.Bool("summary", false, "print the one-screen verdict table instead of report.md")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -43,7 +44,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "report:", err)
 		return 2
 	}
-	if err := r.Markdown(stdout); err != nil {
+	render := r.Markdown
+	if *summary {
+		render = r.Summary
+	}
+	if err := render(stdout); err != nil {
 		fmt.Fprintln(stderr, "report:", err)
 		return 2
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aether-mesh/svclb/fixtures/manifests"
@@ -105,7 +106,7 @@ func (e *Env) Start(k string) time.Time {
 
 // Target is what every suite reads to reach the kind cluster, and the node proxy it runs.
 type Target struct {
-	Kubeconfig string // SVCLB_KUBECONFIG; default <repo>/_output/kubeconfig
+	Kubeconfig string // SVCLB_KUBECONFIG, else KUBECONFIG (one file), else <repo>/_output/kubeconfig
 	Cluster    string // SVCLB_CLUSTER: the kind cluster's name; default svclb
 	Proxy      string // SVCLB_PROXY: manifests.ProxyBuiltin (the default) or ProxyEnvoy
 }
@@ -113,10 +114,29 @@ type Target struct {
 // Target reads the suite's Target; repo is the repository root.
 func (e *Env) Target(repo string) Target {
 	return Target{
-		Kubeconfig: e.String("SVCLB_KUBECONFIG", filepath.Join(repo, "_output", "kubeconfig")),
+		Kubeconfig: e.kubeconfig(repo),
 		Cluster:    e.String("SVCLB_CLUSTER", "svclb"),
 		Proxy:      e.String("SVCLB_PROXY", manifests.ProxyBuiltin),
 	}
+}
+
+// kubeconfig is the one kubeconfig file a suite reads: SVCLB_KUBECONFIG (what make passes,
+// _output/kubeconfig), else KUBECONFIG as kubectl reads it, else the file `make cluster`
+// writes. The suites read one file with its current context: a KUBECONFIG that lists several
+// is an error (Err), and the first is taken (svclb-e2e run merges them and picks a context).
+func (e *Env) kubeconfig(repo string) string {
+	if v := e.get("SVCLB_KUBECONFIG"); v != "" {
+		return v
+	}
+	v := e.get("KUBECONFIG")
+	if first, _, several := strings.Cut(v, string(filepath.ListSeparator)); several {
+		e.fail("KUBECONFIG", v, "one file (or set SVCLB_KUBECONFIG)")
+		v = first
+	}
+	if v != "" {
+		return v
+	}
+	return filepath.Join(repo, "_output", "kubeconfig")
 }
 
 // Suite is what every suite reads first: whether it runs, where, and where its artifacts go.

@@ -88,3 +88,30 @@ func TestSuite(t *testing.T) {
 		t.Errorf("Suite = %+v, want %+v", got, want)
 	}
 }
+
+// TestKubeconfigPrecedence: SVCLB_KUBECONFIG, then KUBECONFIG, then the file make cluster
+// writes; a KUBECONFIG listing several files is an error naming it.
+func TestKubeconfigPrecedence(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		vars    map[string]string
+		want    string
+		wantErr bool
+	}{
+		{"neither", nil, "/repo/_output/kubeconfig", false},
+		{"KUBECONFIG", map[string]string{"KUBECONFIG": "/home/u/.kube/config"}, "/home/u/.kube/config", false},
+		{"SVCLB_KUBECONFIG wins", map[string]string{"KUBECONFIG": "/k", "SVCLB_KUBECONFIG": "/s"}, "/s", false},
+		{"SVCLB_KUBECONFIG alone", map[string]string{"SVCLB_KUBECONFIG": "/s"}, "/s", false},
+		{"a list", map[string]string{"KUBECONFIG": "/a:/b"}, "/a", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := &Env{Lookup: func(k string) string { return c.vars[k] }}
+			if got := e.Target("/repo").Kubeconfig; got != c.want {
+				t.Errorf("Kubeconfig = %q, want %q", got, c.want)
+			}
+			if err := e.Err(); (err != nil) != c.wantErr || (err != nil && !strings.Contains(err.Error(), "KUBECONFIG")) {
+				t.Errorf("Err = %v, want an error: %v", err, c.wantErr)
+			}
+		})
+	}
+}

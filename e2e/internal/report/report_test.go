@@ -20,7 +20,7 @@ import (
 // passing run with a control leg, a drain timeline and the run's order; a
 // failing one with every kind of failure, written before runs recorded
 // their order, so its legs are in name order) and compares both reports
-// with their golden files.
+// with their golden files, and the one-screen summary of each.
 func TestGolden(t *testing.T) {
 	for _, c := range []struct {
 		dir     string
@@ -41,7 +41,7 @@ func TestGolden(t *testing.T) {
 			for _, out := range []struct {
 				ext    string
 				render func(io.Writer) error
-			}{{"md", r.Markdown}, {"html", r.HTML}} {
+			}{{"md", r.Markdown}, {"html", r.HTML}, {"summary", r.Summary}} {
 				var b bytes.Buffer
 				if err := out.render(&b); err != nil {
 					t.Fatal(err)
