@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,6 +48,8 @@ type dataPath struct {
 	client    *corev1.Pod
 	to        string
 	config    map[string]string
+	// profile: take the node proxy's CPU profile during the open loop.
+	profile bool
 }
 
 // TestDataplane is "what a connection costs": the same clients and backend
@@ -63,12 +68,12 @@ func TestDataplane(t *testing.T) {
 	}
 	wire := fmt.Sprintf("%s:%d", podIP, workload.EchoPort)
 	paths := []dataPath{
-		{result.PathWire, "wire: plain pod → pod IP", w.plain, wire, nil},
-		{result.PathKubeProxy, "kube-proxy: plain pod → ClusterIP", w.plain, w.kubeProxyTo(), nil},
-		{result.PathPhase0, "meshed, Phase 1 off: node proxy → kube-proxy", w.meshed, w.kubeProxyTo(), phase0Config},
+		{result.PathWire, "wire: plain pod → pod IP", w.plain, wire, nil, false},
+		{result.PathKubeProxy, "kube-proxy: plain pod → ClusterIP", w.plain, w.kubeProxyTo(), nil, false},
+		{result.PathPhase0, "meshed, Phase 1 off: node proxy → kube-proxy", w.meshed, w.kubeProxyTo(), phase0Config, false},
 		// The guarded Service: kube-proxy has no entry for it, so a reply
 		// proves the node proxy went to the endpoint itself.
-		{result.PathPhase1, "meshed, Phase 1 on: node proxy → endpoint", w.meshed, w.agentTo(), onConfig},
+		{result.PathPhase1, "meshed, Phase 1 on: node proxy → endpoint", w.meshed, w.agentTo(), onConfig, pprofOn()},
 	}
 	proc := procNodeProxy
 	if cfg.Proxy == manifests.ProxyEnvoy {
@@ -97,6 +102,10 @@ func TestDataplane(t *testing.T) {
 			p.key, p.name, dp.Open.Latency.P50, dp.Open.Latency.P99, dp.Open.Latency.P999, dp.Open.Latency.Failed,
 			dp.Closed.PerSecond, dp.Bulk1.MiBps, dp.Bulk8.MiBps, dp.CPUPerKConn(), dp.CPUPerGiB())
 		d.Paths = append(d.Paths, dp)
+	}
+	if pprofOn() {
+		d.Notes = append(d.Notes, fmt.Sprintf("The node proxy's CPU profile during (d)'s open loop (%s): %s, its top entries in %s.",
+			profileFor, profileFile(result.PathPhase1), profileFile(result.PathPhase1)+".top.txt"))
 	}
 	finish(&d.Header)
 	if err := result.Write(cfg.Artifacts, result.DataplaneFile, d); err != nil {
@@ -134,8 +143,18 @@ func measurePath(ctx context.Context, p dataPath, node, proc string) (result.Dat
 	if err != nil {
 		return dp, err
 	}
+	var prof chan error
+	if p.profile {
+		prof = make(chan error, 1)
+		go func() { prof <- profile(ctx, node, p.key) }()
+	}
 	if err := loadRun(ctx, p, &dp.Open, "-mode=open", "-rate="+strconv.FormatFloat(cfg.dataRate, 'g', -1, 64), "-n="+strconv.Itoa(cfg.dataConns)); err != nil {
 		return dp, err
+	}
+	if prof != nil {
+		if err := <-prof; err != nil {
+			return dp, err
+		}
 	}
 	cpu2, err := readProc(ctx, node, proc)
 	if err != nil {
@@ -193,4 +212,46 @@ func podIPOf(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	return ips[0], nil
+}
+
+// profileFor is how long the CPU profile runs: within the open loop's 20 s.
+const profileFor = 15 * time.Second
+
+// pprofOn: the data-plane run deploys the built-in proxy with -pprof (its
+// admin is loopback on the node) and profiles path (d).
+func pprofOn() bool { return cfg.data && cfg.Proxy == manifests.ProxyBuiltin }
+
+// proxyArgs are the built-in proxy's extra arguments for this run.
+func proxyArgs() []string {
+	if pprofOn() {
+		return []string{"-pprof"}
+	}
+	return nil
+}
+
+func profileFile(key string) string { return "dataplane-" + key + ".cpu.pprof" }
+
+// profile takes the node proxy's CPU profile on node (its loopback admin)
+// into the artifacts, and, where the go tool is on PATH, its top entries.
+func profile(ctx context.Context, node, key string) error {
+	time.Sleep(time.Second) // into the open loop
+	b, err := suite.cluster.NodeGet(ctx, node, contract.ProxyAdminPort, fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(profileFor/time.Second)))
+	if err != nil {
+		return fmt.Errorf("node proxy profile: %w", err)
+	}
+	path := filepath.Join(cfg.Artifacts, profileFile(key))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return err
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		progress("profile: %s (no go tool on PATH for its top entries)", path)
+		return nil
+	}
+	top, err := exec.CommandContext(ctx, goTool, "tool", "pprof", "-top", "-nodecount=30", path).Output()
+	if err != nil {
+		return fmt.Errorf("go tool pprof -top %s: %w", path, err)
+	}
+	progress("profile: %s", path)
+	return os.WriteFile(path+".top.txt", top, 0o644)
 }

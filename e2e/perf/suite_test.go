@@ -126,7 +126,7 @@ func TestMain(m *testing.M) {
 		step("connect", cluster.Connect(cfg.Cluster)),
 		step("record the agent's config", recordConfig),
 		step("deploy guard", guard.Deploy(g)),
-		step("deploy node DaemonSet", agent.Deploy(agent.Options{Proxy: cfg.Proxy})),
+		step("deploy node DaemonSet", agent.Deploy(agent.Options{Proxy: cfg.Proxy, ProxyArgs: proxyArgs()})),
 		step("agent phases on, proactive CDS", func(ctx context.Context, _ *envconf.Config) (context.Context, error) {
 			return ctx, agent.SetConfig(ctx, suite.cluster, onConfig)
 		}),
