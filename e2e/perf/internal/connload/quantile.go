@@ -30,7 +30,8 @@ var curveQuantiles = func() []float64 {
 	for _, base := range []float64{0, 0.9, 0.99, 0.999} {
 		step := (1 - base) / 10
 		for i := range 9 {
-			qs = append(qs, base+float64(i)*step)
+			// Rounded: 0.3, not 0.30000000000000004, in the JSON.
+			qs = append(qs, math.Round((base+float64(i)*step)*1e6)/1e6)
 		}
 	}
 	return append(qs, 0.9999, 1)

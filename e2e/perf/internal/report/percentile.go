@@ -101,9 +101,9 @@ func ninesLabel(n int) string {
 	return "p99." + strings.Repeat("9", n-2)
 }
 
-// decadeLabel is a power of ten of milliseconds (msLabel rounds below 1 ms).
+// decadeLabel is a power of ten of milliseconds (msLabel rounds below 10 ms).
 func decadeLabel(ms float64) string {
-	if ms < 1 {
+	if ms < 10 {
 		return fmt.Sprintf("%gms", ms)
 	}
 	return msLabel(ms)
