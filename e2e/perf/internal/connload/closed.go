@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/aether-mesh/svclb/fixtures/echo"
 )
 
 // ClosedOptions is a closed loop: Concurrency workers, each opening one
@@ -62,7 +64,7 @@ func Closed(ctx context.Context, o ClosedOptions) (ClosedResult, error) {
 				first, err := hello(ctx, o.Options)
 				mu.Lock()
 				if err != nil {
-					errs[Class(err)]++
+					errs[echo.Classify(err)]++
 				} else {
 					lat = append(lat, first.Sub(t0))
 				}

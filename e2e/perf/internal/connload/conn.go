@@ -3,12 +3,8 @@ package connload
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
-	"os"
-	"syscall"
 	"time"
 )
 
@@ -61,28 +57,4 @@ func hello(ctx context.Context, o Options) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("hello: %w", err)
 	}
 	return first, nil
-}
-
-// Error classes a failed connection is counted under.
-const (
-	ErrRefused = "refused"
-	ErrReset   = "reset"
-	ErrEOF     = "eof"
-	ErrTimeout = "timeout"
-	ErrOther   = "other"
-)
-
-// Class names a failed connection's error.
-func Class(err error) string {
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return ErrRefused
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
-		return ErrReset
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return ErrEOF
-	case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
-		return ErrTimeout
-	}
-	return ErrOther
 }

@@ -132,7 +132,7 @@ func TestOpenClosedBulk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fr.Latency.Failed != 10 || fr.Errors[ErrRefused] != 10 {
+	if fr.Latency.Failed != 10 || fr.Errors[echo.ErrRefused] != 10 {
 		t.Errorf("Open to nothing = %+v", fr)
 	}
 }

@@ -16,6 +16,7 @@
 //     a while and reading the echo back; throughput is bytes echoed over the
 //     time from the first write to the last end of stream.
 //
+// A failed connection is counted under fixtures/echo's class of its error.
 // Quantiles are nearest-rank over every sample (Quantile); Curve is the
 // latency at a fixed ladder of quantiles, what the report draws.
 package connload

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/aether-mesh/svclb/fixtures/echo"
 )
 
 // OpenOptions is an open loop: N connections at Rate per second.
@@ -81,7 +83,7 @@ func Open(ctx context.Context, o OpenOptions) (OpenResult, error) {
 			if r.Errors == nil {
 				r.Errors = map[string]int{}
 			}
-			r.Errors[Class(err)]++
+			r.Errors[echo.Classify(err)]++
 			continue
 		}
 		ok = append(ok, lat[i])
