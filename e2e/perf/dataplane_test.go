@@ -88,15 +88,20 @@ func TestDataplane(t *testing.T) {
 			t.Errorf("agent config back on: %v", err)
 		}
 	}()
+	// A path that fails is said in the notes; the others are still measured and written.
 	for _, p := range paths {
 		if p.config != nil {
 			if err := agent.SetConfig(ctx, suite.cluster, maps.Clone(p.config)); err != nil {
-				t.Fatalf("(%s): %v", p.key, err)
+				t.Errorf("(%s): %v", p.key, err)
+				d.Notes = append(d.Notes, fmt.Sprintf("(%s) not measured: %v", p.key, err))
+				continue
 			}
 		}
 		dp, err := measurePath(ctx, p, node, proc)
 		if err != nil {
-			t.Fatalf("(%s) %s: %v", p.key, p.name, err)
+			t.Errorf("(%s) %s: %v", p.key, p.name, err)
+			d.Notes = append(d.Notes, fmt.Sprintf("(%s) not measured: %v", p.key, err))
+			continue
 		}
 		progress("dataplane (%s) %s: p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms (%d failed); %.0f conns/s; %.0f / %.0f MiB/s; node proxy %.3f CPU s / 1,000 conns, %.3f / GiB",
 			p.key, p.name, dp.Open.Latency.P50, dp.Open.Latency.P99, dp.Open.Latency.P999, dp.Open.Latency.Failed,
