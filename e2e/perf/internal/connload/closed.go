@@ -24,7 +24,10 @@ type ClosedOptions struct {
 // ClosedResult is a closed loop's outcome.
 type ClosedResult struct {
 	Concurrency int `json:"concurrency"`
-	Conns       int `json:"conns"` // completed: hello read
+	// For and Max are the loop's bounds: seconds and connections (0: none).
+	For   float64 `json:"for"`
+	Max   int     `json:"max,omitempty"`
+	Conns int     `json:"conns"` // completed: hello read
 	// PerSecond is Conns over Seconds, the loop's wall time.
 	PerSecond float64        `json:"perSecond"`
 	Seconds   float64        `json:"seconds"`
@@ -77,7 +80,7 @@ func Closed(ctx context.Context, o ClosedOptions) (ClosedResult, error) {
 		return ClosedResult{}, fmt.Errorf("connload: closed loop: %w", err)
 	}
 	secs := time.Since(start).Seconds()
-	r := ClosedResult{Concurrency: o.Concurrency, Conns: len(lat), Seconds: secs, PerSecond: float64(len(lat)) / secs, Latency: NewLatency(lat)}
+	r := ClosedResult{Concurrency: o.Concurrency, For: o.Duration.Seconds(), Max: o.N, Conns: len(lat), Seconds: secs, PerSecond: float64(len(lat)) / secs, Latency: NewLatency(lat)}
 	if len(errs) > 0 {
 		r.Errors = errs
 		r.Latency.Failed = taken - len(lat)

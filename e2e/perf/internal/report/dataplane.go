@@ -103,7 +103,7 @@ func dataplaneSection(d *result.Dataplane) Section {
 	if len(d.Paths) > 0 {
 		p := d.Paths[0]
 		open = fmt.Sprintf("%d connections at %g/s", p.Open.Latency.N+p.Open.Latency.Failed, p.Open.Rate)
-		closed = fmt.Sprintf("%d workers for %.0f s", p.Closed.Concurrency, p.Closed.Seconds)
+		closed = fmt.Sprintf("%d workers for %.0f s or %d connections, whichever first", p.Closed.Concurrency, p.Closed.For, p.Closed.Max)
 		bulk = fmt.Sprintf("%.0f s each", p.Bulk1.Seconds)
 	}
 	s.Intro = fmt.Sprintf("The same two client pods on %s and the same echo backend on another node, four paths one after the other: "+

@@ -92,7 +92,7 @@ func dataplane(h result.Header) *result.Dataplane {
 		curve := []connload.Point{{Q: 0, Ms: p50 / 2}, {Q: 0.5, Ms: p50}, {Q: 0.99, Ms: p99}, {Q: 0.999, Ms: 1.5 * p99}, {Q: 1, Ms: 2 * p99}}
 		return result.DataPath{Key: key, Name: name, Client: "perf-plain", To: "10.96.0.10:80", Peer: "10.244.1.5:4000",
 			Open:   connload.OpenResult{Rate: 500, Latency: connload.Latency{N: 10000, P50: p50, P99: p99, P999: 1.5 * p99, Max: 2 * p99, Curve: curve}, MaxLag: 0.5},
-			Closed: connload.ClosedResult{Concurrency: 8, Conns: int(conns * 5), Seconds: 5, PerSecond: conns},
+			Closed: connload.ClosedResult{Concurrency: 8, For: 5, Max: 10000, Conns: int(conns * 5), Seconds: 5, PerSecond: conns},
 			Bulk1:  connload.BulkResult{Streams: 1, Bytes: 1 << 30, Seconds: 5, MiBps: mib1},
 			Bulk8:  connload.BulkResult{Streams: 8, Bytes: 1 << 30, Seconds: 5, MiBps: mib8}}
 	}
