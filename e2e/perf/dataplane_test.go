@@ -25,7 +25,7 @@ import (
 )
 
 // The data-plane runs' shape, chosen so that the four paths fit in about
-// four minutes on a 2-core machine and no path runs the client out of
+// five minutes on a 2-core machine and no path runs the client out of
 // ephemeral ports (each closed connection holds one in TIME_WAIT for a
 // minute; the default range has 28,232): at most dataClosedConns + the open
 // loop's per destination.

@@ -14,9 +14,10 @@ ifeq ($(DATA),1)
 PERF_RUN          ?= TestDataplane
 endif
 PERF_RUN          ?= .
-# The data plane's open loop, per path: connections and their rate (10,000 at 500/s: 20 s).
+# The data plane's open loop, per path: connections and their rate (10,000 at 200/s: 50 s;
+# at 500/s the node proxy's paths saturate a 2-core machine, docs/perf.md).
 PERF_DATA_CONNS   ?= 10000
-PERF_DATA_RATE    ?= 500
+PERF_DATA_RATE    ?= 200
 # 5000 does not fit a 2-core machine (docs/perf.md, "5,000 Services"): name it to try.
 PERF_SIZES        ?= 1000
 PERF_CHANGES      ?= 30

@@ -67,7 +67,7 @@ func loadConfig() (config, error) {
 		restarts:     e.String("SVCLB_PERF_RESTARTS", "1") != "0",
 		interval:     10 * time.Millisecond,
 		data:         e.On("SVCLB_PERF_DATA"),
-		dataRate:     e.Float("SVCLB_PERF_DATA_RATE", 500),
+		dataRate:     e.Float("SVCLB_PERF_DATA_RATE", 200),
 		dataConns:    e.Positive("SVCLB_PERF_DATA_CONNS", 10000),
 	}
 	if err := e.Err(); err != nil {
