@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -43,9 +45,16 @@ func parseFlags(args []string) (nodeproxy.Options, error) {
 	// Envoy's bootstrap carries the same limit (fixtures/envoy).
 	fs.Int64Var(&o.MaxDownstreamConnections, "max-downstream-connections", contract.ProxyMaxDownstreamConnections,
 		"downstream connections of all listeners together; one over it is closed at accept (Envoy's global_downstream_max_connections); 0: no limit")
+	fs.BoolVar(&o.Pprof, "pprof", false, "serve Go's /debug/pprof/ on the admin address (which must then be loopback)")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.Pprof {
+		if err := loopbackOnly(o.AdminAddr); err != nil {
+			fmt.Fprintln(fs.Output(), err) // main exits without printing
+			return o, err
+		}
 	}
 	if o.MaxDownstreamConnections < 0 {
 		err := fmt.Errorf("-max-downstream-connections=%d: want 0 (no limit) or more", o.MaxDownstreamConnections)
@@ -62,6 +71,19 @@ func parseFlags(args []string) (nodeproxy.Options, error) {
 	}
 	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	return o, nil
+}
+
+// loopbackOnly refuses -pprof on an admin address reachable from off the
+// node: a profile shows what the proxy is doing, and a pod could ask for one.
+func loopbackOnly(admin string) error {
+	host, _, err := net.SplitHostPort(admin)
+	if err != nil {
+		return fmt.Errorf("-pprof needs -admin on a loopback address, have %q: %w", admin, err)
+	}
+	if ip, err := netip.ParseAddr(host); err != nil || !ip.IsLoopback() {
+		return fmt.Errorf("-pprof needs -admin on a loopback address, have %q", admin)
+	}
+	return nil
 }
 
 // drainTime maps --drain-time-s to Options.DrainTime, whose 0 is the default

@@ -55,3 +55,22 @@ func mustParse(t *testing.T, arg string) nodeproxy.Options {
 	}
 	return o
 }
+
+// TestPprofFlag: off by default; on only with a loopback admin address.
+func TestPprofFlag(t *testing.T) {
+	if mustParse(t, "").Pprof {
+		t.Error("pprof on by default")
+	}
+	if !mustParse(t, "-pprof").Pprof {
+		t.Error("-pprof with the default (loopback) admin is not on")
+	}
+	o, err := parseFlags([]string{"-pprof", "-admin=[::1]:9901"})
+	if err != nil || !o.Pprof {
+		t.Errorf("-pprof on ::1: %v", err)
+	}
+	for _, admin := range []string{"-admin=0.0.0.0:9901", "-admin=10.0.0.1:9901", "-admin=:9901", "-admin="} {
+		if _, err := parseFlags([]string{"-pprof", admin}); err == nil {
+			t.Errorf("-pprof %s was accepted", admin)
+		}
+	}
+}

@@ -24,6 +24,13 @@
 //     endpoint change repeated at that size; the node proxy's config dump
 //     (include_eds) in proactive and on-demand CDS; kube-proxy and the node pod
 //     restarted on one node with every object present.
+//   - what a connection costs (TestDataplane, only with SVCLB_PERF_DATA=1:
+//     make perf DATA=1): the same two clients and backend through four paths,
+//     the wire, kube-proxy, the node proxy then kube-proxy (Phase 1 off), the
+//     node proxy to the endpoint (Phase 1 on); setup to first byte in an
+//     open loop, new connections per second in a closed one, bulk
+//     throughput, and the node proxy's CPU per connection and per GiB
+//     (perf-client load, e2e/perf/internal/connload).
 //
 // Each writes a JSON file into the artifacts directory
 // (e2e/perf/internal/result); e2e/perf/internal/report renders report.md and

@@ -16,7 +16,7 @@ step "machine: $(nproc) cores, $(uptime)"
 "${make_cmd[@]}" cluster || fail "make cluster"
 "${make_cmd[@]}" images || fail "make images"
 
-# The client image: perf-client (svclb-echo's client plus dial-every), FROM
+# The client image: perf-client (svclb-echo's client plus dial-every and load), FROM
 # scratch like images.sh builds every cmd/svclb-*.
 ctx=$OUT/images/perf-client
 mkdir -p "$ctx"
@@ -33,6 +33,7 @@ step "suite: -run '${RUN:-.}', sizes ${SIZES:-}, $(uptime)"
     SVCLB_PERF=1 SVCLB_PERF_START="$T0" SVCLB_KUBECONFIG="$KUBECONFIG_FILE" SVCLB_CLUSTER="$CLUSTER" SVCLB_PERF_ARTIFACTS="$ARTIFACTS" \
       SVCLB_PROXY="${PROXY:-builtin}" SVCLB_PERF_CLIENT_IMAGE="$CLIENT_IMAGE" SVCLB_PERF_SIZES="${SIZES:-}" \
       SVCLB_PERF_CHANGES="${CHANGES:-}" SVCLB_PERF_SCALE_CHANGES="${SCALE_CHANGES:-}" SVCLB_PERF_TRIALS="${TRIALS:-}" SVCLB_PERF_CREATE_WITHIN="${CREATE_WITHIN:-}" SVCLB_PERF_RESTARTS="${RESTARTS:-1}" \
+      SVCLB_PERF_DATA="${DATA:-0}" SVCLB_PERF_DATA_CONNS="${DATA_CONNS:-}" SVCLB_PERF_DATA_RATE="${DATA_RATE:-}" \
       "$OUT/perf.test" -test.run "${RUN:-.}" -test.count=1 -test.timeout "${TIMEOUT:-60m}" -test.v
 ) 2>&1 | tee "$ARTIFACTS/perf-$(date +%Y%m%d-%H%M%S).log"
 rc=${PIPESTATUS[0]}

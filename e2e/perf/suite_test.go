@@ -47,6 +47,11 @@ type config struct {
 	restarts bool
 	// interval is the clients' spacing of attempt starts.
 	interval time.Duration
+	// data runs TestDataplane (SVCLB_PERF_DATA=1, make perf DATA=1): its
+	// open loop makes dataConns connections at dataRate per second per path.
+	data      bool
+	dataRate  float64
+	dataConns int
 }
 
 func loadConfig() (config, error) {
@@ -61,6 +66,9 @@ func loadConfig() (config, error) {
 		createWithin: e.Duration("SVCLB_PERF_CREATE_WITHIN", 6*time.Minute),
 		restarts:     e.String("SVCLB_PERF_RESTARTS", "1") != "0",
 		interval:     10 * time.Millisecond,
+		data:         e.On("SVCLB_PERF_DATA"),
+		dataRate:     e.Float("SVCLB_PERF_DATA_RATE", 200),
+		dataConns:    e.Positive("SVCLB_PERF_DATA_CONNS", 10000),
 	}
 	if err := e.Err(); err != nil {
 		return c, err
@@ -118,7 +126,7 @@ func TestMain(m *testing.M) {
 		step("connect", cluster.Connect(cfg.Cluster)),
 		step("record the agent's config", recordConfig),
 		step("deploy guard", guard.Deploy(g)),
-		step("deploy node DaemonSet", agent.Deploy(agent.Options{Proxy: cfg.Proxy})),
+		step("deploy node DaemonSet", agent.Deploy(agent.Options{Proxy: cfg.Proxy, ProxyArgs: proxyArgs()})),
 		step("agent phases on, proactive CDS", func(ctx context.Context, _ *envconf.Config) (context.Context, error) {
 			return ctx, agent.SetConfig(ctx, suite.cluster, onConfig)
 		}),

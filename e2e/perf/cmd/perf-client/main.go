@@ -1,8 +1,11 @@
 // Command perf-client is the perf suite's client image (svclb/perf-client:dev,
 // built and kind-loaded by e2e/perf/perf.mk): svclb-echo's client with the one
-// subcommand it lacks, dialling on a fixed schedule.
+// subcommands it lacks, dialling on a fixed schedule and the data-plane load.
 //
 //	perf-client dial-every --to 10.96.0.10:80 --interval 10ms --timeout 1s --within 5m [--until-reply]
+//	perf-client load --mode open --to 10.96.0.10:80 --rate 500 --n 10000
+//	perf-client load --mode closed --to 10.96.0.10:80 --concurrency 8 --duration 5s --n 10000
+//	perf-client load --mode bulk --to 10.96.0.10:80 --streams 8 --duration 5s
 //	perf-client idle
 //
 // dial-every prints one echo.Timed JSON line per attempt as it ends
@@ -10,6 +13,9 @@
 // line cannot be written for stuckWrite: the suite ends a client by ending
 // its exec, and the container runtime may leave the process with a pipe
 // nobody reads, where every attempt would wait to print, forever.
+//
+// load runs one e2e/perf/internal/connload mode and prints its result as one
+// JSON document.
 package main
 
 import (
@@ -29,7 +35,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: perf-client dial-every|idle [flags]")
+		fmt.Fprintln(os.Stderr, "usage: perf-client dial-every|load|idle [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -38,10 +44,12 @@ func main() {
 	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
 	case "dial-every":
 		err = dialEvery(ctx, args)
+	case "load":
+		err = load(ctx, args)
 	case "idle":
 		<-ctx.Done()
 	default:
-		err = fmt.Errorf("unknown command %q (want dial-every or idle)", cmd)
+		err = fmt.Errorf("unknown command %q (want dial-every, load or idle)", cmd)
 	}
 	if err != nil {
 		slog.Error("perf-client", "err", err)

@@ -35,17 +35,23 @@ type Section struct {
 type Figure struct {
 	Caption string
 	Chart   *render.Chart
+	// Whole: the caption says how to read the chart; without it the page
+	// adds the endpoint-change CDFs' legend.
+	Whole bool
 }
 
 // Build makes the model from the results found.
 func Build(r *result.Results) Model {
 	var m Model
-	m.Goals = goals(r)
+	m.Goals = append(goals(r), dataplaneGoals(r.Dataplane)...)
 	if ec := r.EndpointChange; ec != nil {
 		m.Sections = append(m.Sections, changeSection("Endpoint change → traffic moves", ec))
 	}
 	if ns := r.NewService; ns != nil {
 		m.Sections = append(m.Sections, newServiceSection(ns))
+	}
+	if r.Dataplane != nil {
+		m.Sections = append(m.Sections, dataplaneSection(r.Dataplane))
 	}
 	for _, s := range r.Scale {
 		m.Sections = append(m.Sections, scaleSection(s))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether-mesh/svclb/e2e/perf/internal/connload"
 	"github.com/aether-mesh/svclb/e2e/perf/internal/result"
 	"github.com/aether-mesh/svclb/internal/testing/golden"
 )
@@ -42,13 +43,21 @@ func TestRender(t *testing.T) {
 		"load average 9.50, 0.00, 0.00 on 2 cores",
 		"- a <note>",
 		"| slice event | kube-proxy, with the 1 its failed syncs stalled | 6 | 1000 ms | 31000 ms | 31000 ms | 800 ms | 31000 ms |",
+		// (d) 1.2 ms against (c) 1.5 ms at p50, 6 against 5 at p99: 20 % over the goal
+		"| setup to first byte, (d)/(c) | ≤ 1.0 | p50 0.800, p99 1.200; missed: p99 by 20 % | missed |",
+		"| setup to first byte, (d)/(b) | ≤ 1.3 | p50 1.500; missed: p50 by 15 % | missed |",
+		"| bulk throughput, (d)/(a) | ≥ 0.9 | 1 stream 0.900, 8 streams 0.450; missed: 8 streams by 50 % | missed |",
+		"| new connections per second, (d)/(b) | ≥ 0.5 | conns/s 0.600 | met |",
+		"| (d) meshed, Phase 1 on | 10000 | 0 | 1.20 | 6.00 | 9.00 | 12.0 | 0.50 | 3.000 | 3.000 | 0.800 | 1.200 |",
+		"| (d) meshed, Phase 1 on | 480 | 0.480 | 1.200 | 900 | 0.900 | 1.500 | 360 | 0.450 | 1.200 |",
+		"| (d) meshed, Phase 1 on | 10.0.0.2:4000 | 0.200 | 4.000 | timeout 2 |",
 	} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}
 	}
-	if n := strings.Count(string(html), "<polyline"); n != 11 {
-		t.Errorf("report.html: %d distributions drawn, want 11 (ready, gone from the event and from the flip, new Service × 2 paths, kube-proxy with its stalls)", n)
+	if n := strings.Count(string(html), "<polyline"); n != 15 {
+		t.Errorf("report.html: %d distributions drawn, want 15 (ready, gone from the event and from the flip, new Service × 2 paths, kube-proxy with its stalls; 4 data-plane paths)", n)
 	}
 	if !strings.Contains(string(html), "a &lt;note&gt;") || strings.Contains(string(html), "a <note>") {
 		t.Error("report.html: a note is not escaped")
@@ -70,11 +79,33 @@ func writeResults(t *testing.T, dir string) {
 	sc := &result.Scale{Header: h, Services: 5000, EndpointsPer: 3, Nodes: []result.NodeScale{{Node: "w1",
 		Agent:     result.Side{Programmed: time.Minute, CPUSeconds: 2, RSS: 80 << 20},
 		KubeProxy: result.Side{Programmed: 2 * time.Minute, CPUSeconds: 10, RSS: 100 << 20}}}}
-	for name, v := range map[string]any{result.EndpointChangeFile: ec, result.NewServiceFile: ns, result.ScaleFile(5000): sc} {
+	for name, v := range map[string]any{result.EndpointChangeFile: ec, result.NewServiceFile: ns, result.ScaleFile(5000): sc, result.DataplaneFile: dataplane(h)} {
 		if err := result.Write(dir, name, v); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// dataplane is four paths; (d) misses the p99 and 8-stream goals.
+func dataplane(h result.Header) *result.Dataplane {
+	path := func(key, name string, p50, p99, conns, mib1, mib8 float64) result.DataPath {
+		curve := []connload.Point{{Q: 0, Ms: p50 / 2}, {Q: 0.5, Ms: p50}, {Q: 0.99, Ms: p99}, {Q: 0.999, Ms: 1.5 * p99}, {Q: 1, Ms: 2 * p99}}
+		return result.DataPath{Key: key, Name: name, Client: "perf-plain", To: "10.96.0.10:80", Peer: "10.244.1.5:4000",
+			Open:   connload.OpenResult{Rate: 500, Latency: connload.Latency{N: 10000, P50: p50, P99: p99, P999: 1.5 * p99, Max: 2 * p99, Curve: curve}, MaxLag: 0.5},
+			Closed: connload.ClosedResult{Concurrency: 8, For: 5, Max: 10000, Conns: int(conns * 5), Seconds: 5, PerSecond: conns},
+			Bulk1:  connload.BulkResult{Streams: 1, Bytes: 1 << 30, Seconds: 5, MiBps: mib1},
+			Bulk8:  connload.BulkResult{Streams: 8, Bytes: 1 << 30, Seconds: 5, MiBps: mib8}}
+	}
+	d := &result.Dataplane{Header: h, Node: "w1", CPUSource: "the <node proxy> container's cgroup cpu.stat usage_usec",
+		Paths: []result.DataPath{
+			path("a", "wire", 0.4, 2, 1000, 1000, 800),
+			path("b", "kube-proxy", 0.8, 3, 800, 900, 700),
+			path("c", "meshed, Phase 1 off", 1.5, 5, 400, 600, 300),
+			path("d", "meshed, Phase 1 on", 1.2, 6, 480, 900, 360),
+		}}
+	d.Paths[3].Peer, d.Paths[3].ProxyCPUOpen, d.Paths[3].ProxyCPUBulk = "10.0.0.2:4000", 2, 8
+	d.Paths[3].Open.Errors = map[string]int{"timeout": 2}
+	return d
 }
 
 // TestRenderGolden: both reports of writeResults' results, byte for byte (times in UTC).
@@ -96,7 +127,7 @@ func TestRenderNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
-	if strings.Count(string(md), "not measured") != 10 {
+	if strings.Count(string(md), "not measured") != 18 {
 		t.Errorf("report.md of nothing:\n%s", md)
 	}
 }

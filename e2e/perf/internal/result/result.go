@@ -209,6 +209,7 @@ type Results struct {
 	EndpointChange *EndpointChange
 	NewService     *NewService
 	Scale          []*Scale // by size
+	Dataplane      *Dataplane
 }
 
 // Read loads the measurements in dir; missing ones stay nil.
@@ -218,6 +219,9 @@ func Read(dir string) (*Results, error) {
 		return nil, err
 	}
 	if err := readOpt(dir, NewServiceFile, &r.NewService); err != nil {
+		return nil, err
+	}
+	if err := readOpt(dir, DataplaneFile, &r.Dataplane); err != nil {
 		return nil, err
 	}
 	names, err := filepath.Glob(filepath.Join(dir, "scale-*.json"))
