@@ -10,12 +10,16 @@
 #   make e2e-svc KEEP_CLUSTER=1       reuse the cluster and leave it (and the legs' namespace) running
 #   make e2e-svc PROXY=builtin|envoy  node proxy; default: Envoy if its image can be pulled, else built-in
 #   make e2e-svc KIND_NODE_MODE=offline  kindconfig's cluster variables reach `make cluster` unchanged
+#   make e2e-svc NODE_ACCESS=daemonset   how the suite reaches a node's root (svclb-e2e run --node-access):
+#                                     docker or daemonset; default: docker when every node is a running
+#                                     container of the local Docker engine (kind), else daemonset
 #   make legs-doc                     docs/legs.md from the legs (TestLegsDoc fails while it is stale)
 #   make envoy-validate               the representative xDS set through Envoy's --mode validate
 
 LEGS         ?=
 PROXY        ?=
 KEEP_CLUSTER ?=
+NODE_ACCESS  ?=
 # The image fixtures/envoy pins (envoy.Image): read from that one place, never repeated here.
 ENVOY_IMAGE  ?= $(shell sed -n 's/^const Image = "\(.*\)"$$/\1/p' $(REPO)/fixtures/envoy/envoy.go)
 E2E_ARTIFACTS ?= $(REPO)/_artifacts
@@ -25,7 +29,7 @@ E2E_TIMEOUT  ?= 45m
 
 .PHONY: e2e-svc
 e2e-svc: ## Every leg red (agent off) then green (on) on kind; LEGS=<label filter> (LEGS=cni-latency: opt-in figure) KEEP_CLUSTER=1 PROXY=envoy|builtin; reports in _artifacts/
-	@REPO=$(REPO) GO="$(GO)" MAKE="$(MAKE) --no-print-directory" LEGS="$(LEGS)" PROXY="$(PROXY)" KEEP_CLUSTER="$(KEEP_CLUSTER)" \
+	@REPO=$(REPO) GO="$(GO)" MAKE="$(MAKE) --no-print-directory" LEGS="$(LEGS)" PROXY="$(PROXY)" KEEP_CLUSTER="$(KEEP_CLUSTER)" NODE_ACCESS="$(NODE_ACCESS)" \
 	ENVOY_IMAGE=$(ENVOY_IMAGE) ARTIFACTS=$(E2E_ARTIFACTS) TIMEOUT=$(E2E_TIMEOUT) \
 	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) CLUSTER_STATE=$(KIND_STATE) \
 	bash $(REPO)/e2e/run.sh

@@ -148,7 +148,7 @@ fi
 kind_version=$("$KIND" version 2>/dev/null | awk '{print $2}')
 failure_file=$(mktemp)
 cli_args=(run --repo "$REPO" --go "$GO" --kubeconfig "$KUBECONFIG_FILE" --cluster "$CLUSTER"
-  --proxy "$PROXY" --proxy-choice "$PROXY_CHOICE" --envoy-image "$ENVOY_IMAGE" --kind-version "${kind_version:-unknown}"
+  --proxy "$PROXY" --proxy-choice "$PROXY_CHOICE" --node-access "${NODE_ACCESS:-}" --envoy-image "$ENVOY_IMAGE" --kind-version "${kind_version:-unknown}"
   --artifacts "$ARTIFACTS" --legs "${LEGS:-}" --timeout "${TIMEOUT:-45m}" --start "$T0"
   --report=false --failure-file "$failure_file")
 [ "${KEEP_CLUSTER:-}" = 1 ] && cli_args+=(--keep)

@@ -36,13 +36,14 @@ type config struct {
 	envoyImage  string
 	kindVersion string
 	envoyVer    string
-	keep        bool // keep the legs' namespace after the run (KEEP_CLUSTER=1)
+	keep        bool  // keep the legs' namespace after the run (KEEP_CLUSTER=1)
+	err         error // the first variable that did not parse
 }
 
 func loadConfig() config {
 	repo, _ := filepath.Abs("..")
 	var e kit.Env
-	return config{
+	c := config{
 		// make passes the time it started so progress lines count from there.
 		Suite:       e.Suite(repo, kit.SuiteVars{On: "SVCLB_E2E", Artifacts: "SVCLB_ARTIFACTS", ArtifactsDir: "_artifacts", Start: "SVCLB_E2E_START"}),
 		proxyChoice: e.String("SVCLB_PROXY_CHOICE", ""),
@@ -51,6 +52,8 @@ func loadConfig() config {
 		envoyVer:    e.String("SVCLB_ENVOY_VERSION", "unknown"),
 		keep:        e.On("KEEP_CLUSTER"),
 	}
+	c.err = e.Err()
+	return c
 }
 
 var (
@@ -91,6 +94,10 @@ func TestMain(m *testing.M) {
 	cfg = loadConfig()
 	if !cfg.Enabled {
 		os.Exit(m.Run()) // TestE2E skips
+	}
+	if cfg.err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", cfg.err)
+		os.Exit(2)
 	}
 	prog = kit.NewProgress("e2e", cfg.Start, cfg.Artifacts)
 	suite = &state{evidence: evidence.Dir(cfg.Artifacts), legsNS: "svclb-e2e"}
@@ -138,6 +145,9 @@ func setupFuncs() []env.Func {
 	g.ImagePullPolicy = corev1.PullNever // kind-loaded, never pulled
 	return []env.Func{
 		step("setup: connect", cluster.Connect(cfg.Cluster)),
+		// Before anything reads a node: docker exec on kind, else the node-access DaemonSet.
+		step("setup: node access", cluster.SetupNodeAccess(cluster.NodeAccessOptions{Want: cfg.NodeAccess,
+			Image: cluster.NodeAccessImage, PullPolicy: corev1.PullNever, Log: progress})),
 		step("setup: record environment", recordEnv),
 		step("setup: deploy guard", guard.Deploy(g)),
 		step("setup: deploy node DaemonSet", deployNode),
@@ -256,13 +266,17 @@ func meshedClients(ctx context.Context, _ *envconf.Config) (context.Context, err
 	return ctx, nil
 }
 
-// cleanup deletes the legs' namespace unless KEEP_CLUSTER=1. The agent's
+// cleanup deletes the legs' namespace and the node-access DaemonSet (root on
+// every node; there only in daemonset mode) unless KEEP_CLUSTER=1. The agent's
 // flags stay as the last leg left them (on), as a user of the cluster would
 // expect after a run.
 func cleanup(ctx context.Context, c *envconf.Config) (context.Context, error) {
 	if cfg.keep {
 		progress("cleanup: KEEP_CLUSTER=1: leaving namespace %s and the infrastructure in place", suite.legsNS)
 		return ctx, nil
+	}
+	if _, err := cluster.TeardownNodeAccess()(ctx, c); err != nil {
+		return ctx, err
 	}
 	return cluster.DeleteNamespace(suite.legsNS)(ctx, c)
 }

@@ -190,6 +190,12 @@ func (nodeLoss) Analyze(r *Record, w Window) []Bound {
 
 func (nodeLoss) Run(ctx context.Context, r *runner, w *Window, _ int) error {
 	node := w.Node
+	// The loss stops the node's Docker container: elsewhere the fault cannot run.
+	if err := r.c.NodesInDocker(); err != nil {
+		w.Skipped = true
+		w.notef("skipped: %v", fmt.Errorf("%w: %w", faults.ErrNotDocker, err))
+		return nil
+	}
 	// What the loss takes: the backends on the node, by target.
 	lost := map[string][]string{}
 	addrs := map[string][]string{} // target → the lost backends' endpoints

@@ -24,6 +24,7 @@ type runFlags struct {
 	legs        []string
 	proxy       string
 	proxyChoice string
+	nodeAccess  string
 	envoyImage  string
 	artifacts   string
 	keep        bool
@@ -51,6 +52,9 @@ func newRun(g *globals) *cobra.Command {
 	fl.StringArrayVar(&f.legs, "legs", nil, "legs by name or label (\"reach affinity\" or --legs reach --legs affinity: either; or a Ginkgo label filter); default every leg but the opt-in figures")
 	fl.StringVar(&f.proxy, "proxy", "builtin", "node proxy: builtin or envoy")
 	fl.StringVar(&f.proxyChoice, "proxy-choice", "", "why that proxy, for the report (default: the flag)")
+	fl.StringVar(&f.nodeAccess, "node-access", "", "how the suite reaches a node's root: docker (docker exec: kind's node containers) or daemonset\n"+
+		"(exec into a privileged DaemonSet that chroots into the node, deleted at the end unless --keep); default: docker when\n"+
+		"every node is a running container of the local Docker engine, else daemonset (the suite logs which and why)")
 	fl.StringVar(&f.envoyImage, "envoy-image", envoy.Image, "Envoy image (--proxy envoy)")
 	fl.StringVar(&f.artifacts, "artifacts", "_artifacts", "evidence and reports directory")
 	fl.BoolVar(&f.keep, "keep", false, "leave the legs' namespace and the infrastructure after the run (KEEP_CLUSTER=1)")
@@ -99,7 +103,7 @@ func runRun(ctx context.Context, g *globals, f *runFlags) error {
 		return &exitError{2, err}
 	}
 	cfg := e2esuite.Config{Kubeconfig: kubeconfig, Cluster: g.cluster, Artifacts: artifacts, Proxy: f.proxy, ProxyChoice: choice,
-		EnvoyImage: f.envoyImage, EnvoyVersion: envoyVersion(f.envoyImage), KindVersion: kindVersion(ctx, f.kindVersion),
+		NodeAccess: f.nodeAccess, EnvoyImage: f.envoyImage, EnvoyVersion: envoyVersion(f.envoyImage), KindVersion: kindVersion(ctx, f.kindVersion),
 		Filter: e2esuite.LabelFilter(f.legs), Keep: f.keep, Timeout: f.timeout, Start: start}
 	if err := cfg.Validate(); err != nil {
 		return &exitError{2, err}
@@ -110,8 +114,12 @@ func runRun(ctx context.Context, g *globals, f *runFlags) error {
 	say := func(format string, args ...any) {
 		fmt.Fprintf(g.out, "[svclb-e2e %5.0fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
-	say("%s; cluster %s; proxy %s (%s); legs %q (label filter %s); keep %v; artifacts %s", t, g.cluster, f.proxy, choice,
-		strings.Join(f.legs, " "), cfg.Filter, f.keep, artifacts)
+	access := f.nodeAccess
+	if access == "" {
+		access = "chosen by the suite"
+	}
+	say("%s; cluster %s; proxy %s (%s); node access %s; legs %q (label filter %s); keep %v; artifacts %s", t, g.cluster, f.proxy, choice,
+		access, strings.Join(f.legs, " "), cfg.Filter, f.keep, artifacts)
 
 	// The binaries, stopped by a signal.
 	bctx, cancel := context.WithCancel(ctx)

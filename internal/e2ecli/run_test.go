@@ -40,13 +40,14 @@ func TestRunFlags(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := Main(context.Background(), []string{"run", "--repo", repo, "--suite-binary", suite, "--report-binary", report,
 		"--kubeconfig", kc, "--legs", "reach affinity", "--legs", "drain", "--keep", "--artifacts", art, "--start", "100",
-		"--kind-version", "v0.33.0"}, &out, &errOut)
+		"--kind-version", "v0.33.0", "--node-access", "daemonset"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errOut.String())
 	}
 	env, _ := os.ReadFile(filepath.Join(art, "env"))
 	for _, want := range []string{"SVCLB_KUBECONFIG=" + kc, "KEEP_CLUSTER=1", "SVCLB_PROXY=builtin", "SVCLB_PROXY_CHOICE=--proxy builtin",
-		"SVCLB_E2E_START=100", "SVCLB_KIND_VERSION=v0.33.0", "SVCLB_CLUSTER=svclb"} {
+		"SVCLB_E2E_START=100", "SVCLB_KIND_VERSION=v0.33.0", "SVCLB_CLUSTER=svclb",
+		"SVCLB_NODE_ACCESS=daemonset"} {
 		if !strings.Contains(string(env), want+"\n") {
 			t.Errorf("suite env lacks %q:\n%s", want, env)
 		}
@@ -75,6 +76,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--proxy", "haproxy"}, `--proxy "haproxy"`},
 		{[]string{"--context", "nope"}, `"nope"`},
 		{[]string{"--timeout", "0s"}, "--timeout"},
+		{[]string{"--node-access", "ssh"}, `--node-access: node access "ssh": want docker or daemonset`},
 		{[]string{"--bogus"}, "unknown flag"},
 	} {
 		var out, errOut bytes.Buffer

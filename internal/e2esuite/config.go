@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/aether-mesh/svclb/fixtures/cluster"
 )
 
 // Config is one run's settings: what e2e/run.sh passed the suite binary as environment and
@@ -21,6 +23,9 @@ type Config struct {
 	Proxy, ProxyChoice string
 	// EnvoyImage and EnvoyVersion: the Envoy image the node DaemonSet runs (ProxyEnvoy).
 	EnvoyImage, EnvoyVersion string
+	// NodeAccess is how the suite reaches a node's root (SVCLB_NODE_ACCESS): docker, daemonset,
+	// or empty to choose per cluster (fixtures/cluster ChooseNodeAccess).
+	NodeAccess string
 	// KindVersion is recorded in the report.
 	KindVersion string
 	// Filter is the Ginkgo label filter (LabelFilter).
@@ -38,6 +43,9 @@ var Proxies = []string{"builtin", "envoy"}
 
 // Validate refuses a setting the suite would misread.
 func (c Config) Validate() error {
+	if _, err := cluster.ParseNodeAccess(c.NodeAccess); err != nil {
+		return fmt.Errorf("--node-access: %w", err)
+	}
 	switch {
 	case c.Proxy != Proxies[0] && c.Proxy != Proxies[1]:
 		return fmt.Errorf("--proxy %q: want builtin or envoy", c.Proxy)
@@ -71,6 +79,7 @@ func (c Config) Env(base []string) []string {
 		"SVCLB_ARTIFACTS="+c.Artifacts,
 		"SVCLB_PROXY="+c.Proxy,
 		"SVCLB_PROXY_CHOICE="+c.ProxyChoice,
+		"SVCLB_NODE_ACCESS="+c.NodeAccess,
 		"SVCLB_ENVOY_IMAGE="+c.EnvoyImage,
 		"SVCLB_ENVOY_VERSION="+envoyVersion,
 		"SVCLB_KIND_VERSION="+c.KindVersion,

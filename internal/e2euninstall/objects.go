@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aether-mesh/svclb/fixtures/agent"
+	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/guard"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
 )
@@ -25,7 +26,9 @@ var WorkloadNamespaces = []string{"svclb-e2e", "svclb-enroll", "svclb-soak", "sv
 
 // Objects are what svclb deploys, in delete order: the guard's objects (its DaemonSet
 // first: while it runs it cuts again), then the node DaemonSet's with either proxy (Envoy's
-// bootstrap ConfigMap too), each DaemonSet before what it uses; the namespaces last.
+// bootstrap ConfigMap too), then the suites' node-access DaemonSet (root on every node, left by
+// a kept run in daemonset mode: fixtures/cluster), each DaemonSet before what it uses; the
+// namespaces last.
 func Objects() ([]client.Object, error) {
 	var all []client.Object
 	all = append(all, guard.Objects(guard.Defaults())...)
@@ -36,6 +39,7 @@ func Objects() ([]client.Object, error) {
 		}
 		all = append(all, objs...)
 	}
+	all = append(all, cluster.NodeAccessObjects(cluster.NodeAccessImage, "")...)
 	seen := map[string]bool{}
 	var daemonSets, rest, namespaces []client.Object
 	for _, o := range all {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
 )
 
@@ -109,6 +110,9 @@ type Target struct {
 	Kubeconfig string // SVCLB_KUBECONFIG, else KUBECONFIG (one file), else <repo>/_output/kubeconfig
 	Cluster    string // SVCLB_CLUSTER: the kind cluster's name; default svclb
 	Proxy      string // SVCLB_PROXY: manifests.ProxyBuiltin (the default) or ProxyEnvoy
+	// NodeAccess is SVCLB_NODE_ACCESS: how the suite reaches a node's root, docker or
+	// daemonset (fixtures/cluster NodeAccess); empty: chosen per cluster (ChooseNodeAccess).
+	NodeAccess cluster.NodeAccess
 }
 
 // Target reads the suite's Target; repo is the repository root.
@@ -117,7 +121,17 @@ func (e *Env) Target(repo string) Target {
 		Kubeconfig: e.kubeconfig(repo),
 		Cluster:    e.String("SVCLB_CLUSTER", "svclb"),
 		Proxy:      e.String("SVCLB_PROXY", manifests.ProxyBuiltin),
+		NodeAccess: e.nodeAccess("SVCLB_NODE_ACCESS"),
 	}
+}
+
+func (e *Env) nodeAccess(k string) cluster.NodeAccess {
+	v := e.get(k)
+	a, err := cluster.ParseNodeAccess(v)
+	if err != nil {
+		e.fail(k, v, strings.Join(cluster.NodeAccessModes, " or ")+", or empty to choose")
+	}
+	return a
 }
 
 // kubeconfig is the one kubeconfig file a suite reads: SVCLB_KUBECONFIG (what make passes,

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aether-mesh/svclb/fixtures/cluster"
 )
 
 // TestProgress: every line goes to the writer and to the artifacts' progress.log; a step that
@@ -113,5 +115,20 @@ func TestKubeconfigPrecedence(t *testing.T) {
 				t.Errorf("Err = %v, want an error: %v", err, c.wantErr)
 			}
 		})
+	}
+}
+
+// TestNodeAccess: SVCLB_NODE_ACCESS is docker, daemonset or empty (chosen per cluster);
+// anything else is an error naming the variable.
+func TestNodeAccess(t *testing.T) {
+	for v, want := range map[string]cluster.NodeAccess{"": "", "docker": cluster.NodeAccessDocker, "daemonset": cluster.NodeAccessDaemonSet} {
+		e := &Env{Lookup: func(k string) string { return map[string]string{"SVCLB_NODE_ACCESS": v}[k] }}
+		if got := e.Target("/repo").NodeAccess; got != want || e.Err() != nil {
+			t.Errorf("%q: %q %v", v, got, e.Err())
+		}
+	}
+	e := &Env{Lookup: func(k string) string { return map[string]string{"SVCLB_NODE_ACCESS": "ssh"}[k] }}
+	if e.Target("/repo"); e.Err() == nil || !strings.Contains(e.Err().Error(), `SVCLB_NODE_ACCESS="ssh": want docker or daemonset`) {
+		t.Errorf("ssh: %v", e.Err())
 	}
 }
