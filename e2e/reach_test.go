@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net"
 	"slices"
@@ -20,12 +21,13 @@ var _ = defineLeg(leg[*corev1.Service]{
 	name:      "reach",
 	early:     true,
 	workloads: "Service reach (2 echo backends, cut); clients on every node",
-	exercises: "internal/translate/listener.go (cap_svc chain, set_filter_state svc:VIP:port), internal/translate/cluster.go and endpoints.go " +
-		"(svc: cluster, EDS), pkg/svcindex/index.go (Service range)",
-	setup:      "non-mesh ClusterIP Service (2 echo backends), kube-proxy ClusterIP entries deleted on every node; a meshed client on every node",
-	redExpect:  "no backend reply: passthrough to the VIP hits kube-proxy's REJECT, the proxy closes the client's connection",
-	greenMeans: "every attempt from every meshed client gets a backend's reply, through its own node's svc: cluster",
-	chance:     allSucceed,
+	exercises: "internal/translate/listener.go (cap_svc chain, set_filter_state svc:VIP:port and the upstream netns), internal/translate/cluster.go and endpoints.go " +
+		"(svc: cluster, EDS, SvcUpstreamBindConfig), pkg/svcindex/index.go (Service range)",
+	setup:     "non-mesh ClusterIP Service (2 echo backends), kube-proxy ClusterIP entries deleted on every node; a meshed client on every node",
+	redExpect: "no backend reply: passthrough to the VIP hits kube-proxy's REJECT, the proxy closes the client's connection",
+	greenMeans: "every attempt from every meshed client gets a backend's reply, through its own node's svc: cluster, " +
+		"and the backend sees the client pod's address as peer, as through kube-proxy",
+	chance: allSucceed,
 	prepare: func(ctx context.Context) (*corev1.Service, error) {
 		return workload.DeployEcho(ctx, suite.cluster, suite.legsNS, "reach", workload.Backends{Replicas: 2}, workload.ServiceOptions{Cut: true})
 	},
@@ -35,22 +37,34 @@ var _ = defineLeg(leg[*corev1.Service]{
 		if per == nil {
 			return
 		}
-		// The distinct peer addresses the backends saw, per client node.
+		// The distinct peer addresses the backends saw, per client node, and the replies whose
+		// peer is not the client pod's own address.
+		podIP := map[string]string{}
+		for _, c := range suite.clients {
+			podIP[c.Spec.NodeName] = c.Status.PodIP
+		}
 		seen := map[string]bool{}
+		notClient := 0
 		for node, rs := range per {
 			for _, r := range rs {
 				if r.Reply != nil {
 					host, _, _ := net.SplitHostPort(r.Reply.Peer)
 					seen[host+" (client on "+node+")"] = true
+					if host != podIP[node] {
+						notClient++
+					}
 				}
 			}
 		}
-		run.MetGreen = run.Attempts > 0 && run.Replies == run.Attempts
+		run.MetGreen = run.Attempts > 0 && run.Replies == run.Attempts && notClient == 0
 		run.MetRed = run.Attempts > 0 && run.Replies == 0 && run.ProxyClosed == run.Attempts
 		run.Summary = run.Counts()
 		if len(seen) > 0 {
 			peers := slices.Sorted(maps.Keys(seen))
 			run.Notes = append(run.Notes, "peers the backends saw: "+strings.Join(peers, ", "))
+		}
+		if notClient > 0 {
+			run.Notes = append(run.Notes, fmt.Sprintf("%d replies came from a peer other than the client pod's address", notClient))
 		}
 	},
 })

@@ -9,6 +9,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	filterstateoverridev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/local_address_selectors/filter_state_override/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -105,13 +106,41 @@ func Cluster(name, statName string, clientIPAffinity bool) *clusterv3.Cluster {
 		ConnectTimeout: durationpb.New(contract.SvcConnectTimeout),
 		LbPolicy:       clusterv3.Cluster_ROUND_ROBIN,
 		// kube-proxy has no panic mode: with no healthy host a connection is refused (UH).
-		CommonLbConfig:   &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}},
-		OutlierDetection: outlierDetection(),
+		CommonLbConfig:     &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}},
+		OutlierDetection:   outlierDetection(),
+		UpstreamBindConfig: SvcUpstreamBindConfig(),
 	}
 	if clientIPAffinity {
 		c.LbPolicy = clusterv3.Cluster_RING_HASH
 	}
 	return c
+}
+
+// SvcUpstreamBindConfig makes a svc: cluster open each upstream socket in the network namespace
+// its downstream's filter chain names (cap_svc's envoy.network.upstream_bind_override.network_namespace,
+// svcFilterChain): the captured pod's, so the endpoint sees the pod's address, as through
+// kube-proxy's DNAT. The filter_state_override selector applies the namespace over the default
+// selector's source address (source/extensions/local_address_selectors/filter_state_override/config.cc
+// NamespaceLocalAddressSelector::getUpstreamLocalAddress), and only to a source address that
+// exists: hence 0.0.0.0:0, which binds to no particular address or port, so the pod's route picks
+// its address. Without that object (a connection that names no namespace) the socket is the
+// proxy's own netns's, as before.
+//
+// SO_MARK contract.ProxyUpstreamMark: the upstream's packets leave through the pod's own output
+// path, where the capture's output chain returns them unmarked before anything else
+// (internal/capture outputRules), so they are never diverted back into the proxy.
+func SvcUpstreamBindConfig() *corev3.BindConfig {
+	return &corev3.BindConfig{
+		SourceAddress: &corev3.SocketAddress{
+			Address:       "0.0.0.0",
+			PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 0},
+		},
+		SocketOptions: []*corev3.SocketOption{proxyMarkOption()},
+		LocalAddressSelector: &corev3.TypedExtensionConfig{
+			Name:        netnsAddressSelector,
+			TypedConfig: mustAny(&filterstateoverridev3.Config{}),
+		},
+	}
 }
 
 // outlierDetection ejects a host after contract.OutlierConsecutiveFailures failed connect

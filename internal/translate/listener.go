@@ -86,7 +86,7 @@ func CaptureListener(pod CapturedPod, o ListenerOptions) *listenerv3.Listener {
 		// No range: every destination but the node-local ones passes through unchanged.
 	case o.Phase1:
 		matchers = []*matcherv3.IPMatcher_IPRangeMatcher{rangeMatcher(o.Range, contract.ChainSvc)}
-		l.FilterChains = []*listenerv3.FilterChain{svcFilterChain(o.Phase2, o.OnDemand)}
+		l.FilterChains = []*listenerv3.FilterChain{svcFilterChain(pod, o.Phase2, o.OnDemand)}
 		// The trie matcher tries the longest matching prefix first and takes its action
 		// (source/extensions/common/matcher/trie_matcher.h TrieMatcher::match), so a /32
 		// wins over the Service range it lies in.
@@ -192,15 +192,30 @@ func passthroughChain(name string) *listenerv3.FilterChain {
 	})}}
 }
 
-func svcFilterChain(phase2, onDemand bool) *listenerv3.FilterChain {
+// svcFilterChain is cap_svc of pod's listener. Its set_filter_state names the svc: cluster
+// and, when pod's netns is known, the upstream's network namespace: the pod's own, shared with
+// the upstream connection, which the svc: cluster's local address selector binds the upstream
+// socket in (SvcUpstreamBindConfig). The upstream then leaves from the pod's address through
+// the pod's own routes and egress path, as kube-proxy's DNAT of the pod's own connection does.
+func svcFilterChain(pod CapturedPod, phase2, onDemand bool) *listenerv3.FilterChain {
 	sfs := &setfilterstatev3.Config{OnNewConnection: []*sfscommonv3.FilterStateValue{{
-		Key: &sfscommonv3.FilterStateValue_ObjectKey{ObjectKey: filterStateKey},
-		Value: &sfscommonv3.FilterStateValue_FormatString{FormatString: &corev3.SubstitutionFormatString{
-			Format: &corev3.SubstitutionFormatString_TextFormatSource{TextFormatSource: &corev3.DataSource{
-				Specifier: &corev3.DataSource_InlineString{InlineString: filterStateFormat},
-			}},
-		}},
+		Key:   &sfscommonv3.FilterStateValue_ObjectKey{ObjectKey: filterStateKey},
+		Value: inlineFormat(filterStateFormat),
 	}}}
+	if pod.NetnsPath != "" {
+		sfs.OnNewConnection = append(sfs.OnNewConnection, &sfscommonv3.FilterStateValue{
+			Key: &sfscommonv3.FilterStateValue_ObjectKey{ObjectKey: netnsFilterStateKey},
+			// No factory is registered under the object's own key: the generic string one
+			// builds it (docs/root/configuration/advanced/well_known_filter_state.rst).
+			FactoryKey: stringObjectFactory,
+			// A netns path holds no '%', so the format is the literal path.
+			Value:    inlineFormat(pod.NetnsPath),
+			ReadOnly: true,
+			// The selector reads only the downstream's objects shared with the upstream
+			// (TransportSocketOptions::downstreamSharedFilterStateObjects).
+			SharedWithUpstream: sfscommonv3.FilterStateValue_ONCE,
+		})
+	}
 	tp := &tcpproxyv3.TcpProxy{
 		StatPrefix: contract.ChainSvc,
 		// Never published: the filter state set above always names the svc: cluster.
@@ -267,35 +282,45 @@ func grpcAccessLog(logName string, filter *accesslogv3.AccessLogFilter, tags ...
 	}
 }
 
+func inlineFormat(text string) *sfscommonv3.FilterStateValue_FormatString {
+	return &sfscommonv3.FilterStateValue_FormatString{FormatString: &corev3.SubstitutionFormatString{
+		Format: &corev3.SubstitutionFormatString_TextFormatSource{TextFormatSource: &corev3.DataSource{
+			Specifier: &corev3.DataSource_InlineString{InlineString: text},
+		}},
+	}}
+}
+
 func tcpProxy(tp *tcpproxyv3.TcpProxy) *listenerv3.Filter {
 	return &listenerv3.Filter{Name: tcpProxyFilter, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(tp)}}
 }
 
 // PassthroughOriginalDst is the cluster every passed-through destination leaves through.
 //
-// Its SO_MARK (contract.ProxyUpstreamMark) is matched in one place only: the first rule of the
-// capture's output chain in the pod's netns (internal/capture outputRules), which exempts the
-// proxy's own sockets there. The upstream never crosses that chain: both proxies dial from their
-// own netns, the node's (the listener's network_namespace_filepath binds only the listening
-// socket; Envoy opens an upstream in another netns only when upstream_bind_config says so, by
-// source_address.network_namespace_filepath, envoy#39782, or the linux_network_namespace local
-// address selector, envoy#41950, neither of which the agent emits). So
-// the mark tags the proxy's upstream packets in the host netns, where nothing svclb installs
-// matches it (it lacks kube-proxy's masquerade bit 0x4000), and keeps the capture's exemption
-// right should an upstream ever be opened inside a pod's netns. The svc: clusters carry none.
+// It dials from the proxy's own netns, the node's: it has no local address selector, so the
+// upstream namespace cap_svc names for the svc: clusters (SvcUpstreamBindConfig) never applies
+// here, and kube-proxy's DNAT and the guard's `--cut=proxy` rule, both in the host netns, see
+// its connections to ClusterIPs. Its SO_MARK (contract.ProxyUpstreamMark) is what that guard
+// rule matches; in the host netns nothing else svclb installs matches it (it lacks
+// kube-proxy's masquerade bit 0x4000). The svc: clusters carry the same mark, where it matters
+// in the pod's netns: the capture's output chain exempts it (internal/capture outputRules).
 func PassthroughOriginalDst() *clusterv3.Cluster {
 	return &clusterv3.Cluster{
 		Name:                 contract.PassthroughCluster,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST},
 		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
 		ConnectTimeout:       durationpb.New(ConnectTimeout),
-		UpstreamBindConfig: &corev3.BindConfig{SocketOptions: []*corev3.SocketOption{{
-			Description: fmt.Sprintf("SO_MARK %#x: the proxy's own upstream", contract.ProxyUpstreamMark),
-			Level:       soMarkLevel,
-			Name:        soMark,
-			Value:       &corev3.SocketOption_IntValue{IntValue: contract.ProxyUpstreamMark},
-			State:       corev3.SocketOption_STATE_PREBIND,
-		}}},
+		UpstreamBindConfig:   &corev3.BindConfig{SocketOptions: []*corev3.SocketOption{proxyMarkOption()}},
+	}
+}
+
+// proxyMarkOption is SO_MARK contract.ProxyUpstreamMark on an upstream socket, set before bind.
+func proxyMarkOption() *corev3.SocketOption {
+	return &corev3.SocketOption{
+		Description: fmt.Sprintf("SO_MARK %#x: the proxy's own upstream", contract.ProxyUpstreamMark),
+		Level:       soMarkLevel,
+		Name:        soMark,
+		Value:       &corev3.SocketOption_IntValue{IntValue: contract.ProxyUpstreamMark},
+		State:       corev3.SocketOption_STATE_PREBIND,
 	}
 }
 

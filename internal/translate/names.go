@@ -5,10 +5,16 @@ import "github.com/aether-mesh/svclb/pkg/contract"
 // The values of the xDS the agent emits that nothing else reads; the shared
 // names are in pkg/contract.
 const (
-	maxEjectionPercent   = 99    // see outlierDetection
-	soMarkLevel, soMark  = 1, 36 // SOL_SOCKET, SO_MARK
-	filterStateKey       = "envoy.tcp_proxy.cluster"
-	filterStateFormat    = contract.ClusterPrefix + "%DOWNSTREAM_LOCAL_ADDRESS%"
+	maxEjectionPercent  = 99    // see outlierDetection
+	soMarkLevel, soMark = 1, 36 // SOL_SOCKET, SO_MARK
+	filterStateKey      = "envoy.tcp_proxy.cluster"
+	filterStateFormat   = contract.ClusterPrefix + "%DOWNSTREAM_LOCAL_ADDRESS%"
+	// The upstream's network namespace (SvcUpstreamBindConfig): the filter state object the
+	// filter_state_override local address selector reads, the generic string factory that
+	// builds it, and the selector's extension name.
+	netnsFilterStateKey  = "envoy.network.upstream_bind_override.network_namespace"
+	stringObjectFactory  = "envoy.string"
+	netnsAddressSelector = "envoy.upstream.local_address_selector.filter_state_override"
 	destinationIPInput   = "envoy.matching.inputs.destination_ip"
 	trieMatcher          = "envoy.matching.custom_matchers.trie_matcher"
 	originalDstFilter    = "envoy.filters.listener.original_dst"

@@ -111,10 +111,12 @@ func MeshServes(proto uint8, port uint16) bool { return proto == MeshProtocol &&
 const (
 	// CaptureMark marks a captured pod's outbound TCP for the divert route.
 	CaptureMark = 0xae71
-	// ProxyUpstreamMark is SO_MARK on the passthrough cluster's upstream
-	// sockets. The capture's output chain in a pod's netns exempts it; the
-	// proxies dial from the host netns, so today it only tags their
-	// upstream packets there (translate.PassthroughOriginalDst says more).
+	// ProxyUpstreamMark is SO_MARK on every upstream socket of the node proxy.
+	// The capture's output chain in a pod's netns exempts it, so a svc:
+	// cluster's upstream, opened in the captured pod's netns
+	// (translate.SvcUpstreamBindConfig), is never captured again; the
+	// passthrough dials from the host netns, where the guard's proxy cut
+	// matches it (translate.PassthroughOriginalDst).
 	ProxyUpstreamMark = 0xae7e
 )
 

@@ -31,15 +31,10 @@ var (
 )
 
 // Causes maps a set entry to the known cause of its failure (docs/peer.md,
-// "Open failures"): it is named in the row; the verdict stays FAIL.
-var Causes = map[string]Deviation{
-	"Services should preserve source pod IP for traffic thru service cluster IP [LinuxOnly]": NodeSource,
-}
-
-// NodeSource: the node proxy dials a Service's endpoint from the node, so the
-// backend sees the node's address. Proposal 044 leaves source preservation
-// to a later phase; it does not declare the difference, so it stays a FAIL.
-var NodeSource = Deviation{Anchor: "the-backend-sees-the-nodes-address", Title: "the backend sees the node's address"}
+// "Open failures"): it is named in the row; the verdict stays FAIL. None is
+// known: "should preserve source pod IP for traffic thru service cluster IP",
+// the last one, passes since the svc: clusters dial from the pod's netns.
+var Causes = map[string]Deviation{}
 
 // Deviations maps a set entry (e2e/conformance/focus.txt) to the deviation it
 // may show. Only the entry named here may fail green as EXPECTED DEVIATION;
