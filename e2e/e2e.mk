@@ -1,6 +1,6 @@
 # e2e/e2e.mk: the acceptance legs. Included by the root Makefile (REPO, OUT, GO).
 # e2e/run.sh makes the cluster and the images, then runs the suite through svclb-e2e run
-# (cmd/svclb-e2e, docs/cli.md: Ctrl-C restores the cluster and still writes the report).
+# (e2e/cmd/svclb-e2e, docs/cli.md: Ctrl-C restores the cluster and still writes the report).
 #   make e2e-svc                      cluster + images + every leg, red then green, and the
 #                                     programming figure; reports in _artifacts/
 #   make e2e-svc LEGS=reach           only the legs whose label matches (Ginkgo label filter;

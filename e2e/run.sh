@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The body of `make e2e-svc` (see e2e/e2e.mk for the variables): the kind cluster and
 # the images (kindconfig's targets: the cluster's lifecycle lives in
-# kindconfig/cluster.sh alone), then the suite through svclb-e2e run (cmd/svclb-e2e:
+# kindconfig/cluster.sh alone), then the suite through svclb-e2e run (e2e/cmd/svclb-e2e:
 # the suite binary, its signal path, docs/cli.md), then the report and its verdict
 # table. Every phase prints its elapsed time and lands in $ARTIFACTS/phases.tsv for
 # report.md.
@@ -17,7 +17,7 @@ cd "$REPO" || exit
 # shellcheck source=e2e/internal/kit/kit.sh
 . "$REPO/e2e/internal/kit/kit.sh"
 kit_init e2e-svc "$ARTIFACTS"
-# The suite's CLI (cmd/svclb-e2e), built first below.
+# The suite's CLI (e2e/cmd/svclb-e2e), built first below.
 CLI=$REPO/_output/svclb-e2e
 phase() { printf '%s\t%s\n' "$1" "$2" >>"$ARTIFACTS/phases.tsv"; }
 # since START: seconds since START (a `date +%s.%N`), one decimal.
@@ -128,7 +128,7 @@ if [ "$PROXY" = envoy ] && ! docker image inspect "$ENVOY_IMAGE" >/dev/null 2>&1
 fi
 
 # svclb-e2e first: it renders the report even when the cluster phase fails.
-timed "cli build" "${go_cmd[@]}" build -o "$CLI" ./cmd/svclb-e2e || fail_early "cmd/svclb-e2e does not compile"
+timed "cli build" "${go_cmd[@]}" build -o "$CLI" ./e2e/cmd/svclb-e2e || fail_early "cmd/svclb-e2e does not compile"
 stop_if_interrupted "the cli build"
 cluster_up || fail_early "make cluster failed"
 stop_if_interrupted "the cluster phase"

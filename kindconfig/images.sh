@@ -13,7 +13,6 @@ shopt -s nullglob
 cmds=()
 for d in cmd/svclb-*/; do
   d=${d%/}
-  [ "$d" = cmd/svclb-e2e ] && continue
   if compgen -G "$d/*.go" >/dev/null; then cmds+=("${d#cmd/}"); else step "skip $d: no Go files yet"; fi
 done
 if [ ${#cmds[@]} -eq 0 ]; then
