@@ -3,6 +3,7 @@ package nodeexec
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,5 +124,5 @@ func TestProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.Stdout.WriteString("marker: " + string(b) + "PATH=" + os.Getenv("PATH") + "\n")
+	fmt.Print("marker: " + string(b) + "PATH=" + os.Getenv("PATH") + "\n")
 }

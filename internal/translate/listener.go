@@ -209,8 +209,7 @@ func svcFilterChain(pod CapturedPod, phase2, onDemand bool) *listenerv3.FilterCh
 			// builds it (docs/root/configuration/advanced/well_known_filter_state.rst).
 			FactoryKey: stringObjectFactory,
 			// A netns path holds no '%', so the format is the literal path.
-			Value:    inlineFormat(pod.NetnsPath),
-			ReadOnly: true,
+			Value: inlineFormat(pod.NetnsPath),
 			// The selector reads only the downstream's objects shared with the upstream
 			// (TransportSocketOptions::downstreamSharedFilterStateObjects).
 			SharedWithUpstream: sfscommonv3.FilterStateValue_ONCE,

@@ -76,7 +76,9 @@ func serve(t *testing.T) string {
 	go func() { done <- (&echo.Server{Identity: echo.Identity{Pod: "p"}}).Serve(ctx, ln, nil) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("echo server: %v", err)
+		}
 	})
 	return ln.Addr().String()
 }
