@@ -7,16 +7,23 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aether-mesh/svclb/e2e/internal/doctor"
+	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/envoy"
 )
 
 func newDoctor(g *globals) *cobra.Command {
 	o := doctor.Options{}
+	var access string
 	c := &cobra.Command{
 		Use:   "doctor",
 		Short: "Say what the cluster has and lacks for the suite; exit 1 when a requirement is missing",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			mode, err := cluster.ParseNodeAccess(access)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			o.NodeAccess = mode
 			t, cs, err := g.clientset()
 			if err != nil {
 				return err
@@ -31,6 +38,7 @@ func newDoctor(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&o.Proxy, "proxy", "builtin", "the node proxy the run will take: builtin or envoy")
+	c.Flags().StringVar(&access, "node-access", "", nodeAccessUsage)
 	c.Flags().StringVar(&o.EnvoyImage, "envoy-image", envoy.Image, "Envoy image (--proxy envoy)")
 	return c
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/e2e/internal/suiterun"
-	"github.com/aether-mesh/svclb/e2e/internal/uninstall"
 	"github.com/aether-mesh/svclb/fixtures/envoy"
 )
 
@@ -53,9 +52,7 @@ func newRun(g *globals) *cobra.Command {
 	fl.StringArrayVar(&f.legs, "legs", nil, "legs by name or label (\"reach affinity\" or --legs reach --legs affinity: either; or a Ginkgo label filter); default every leg but the opt-in figures")
 	fl.StringVar(&f.proxy, "proxy", "builtin", "node proxy: builtin or envoy")
 	fl.StringVar(&f.proxyChoice, "proxy-choice", "", "why that proxy, for the report (default: the flag)")
-	fl.StringVar(&f.nodeAccess, "node-access", "", "how the suite reaches a node's root: docker (docker exec: kind's node containers) or daemonset\n"+
-		"(exec into a privileged DaemonSet that chroots into the node, deleted at the end unless --keep); default: docker when\n"+
-		"every node is a running container of the local Docker engine, else daemonset (the suite logs which and why)")
+	fl.StringVar(&f.nodeAccess, "node-access", "", nodeAccessUsage+"; the suite's DaemonSet is deleted at the end unless --keep")
 	fl.StringVar(&f.envoyImage, "envoy-image", envoy.Image, "Envoy image (--proxy envoy)")
 	fl.StringVar(&f.artifacts, "artifacts", "_artifacts", "evidence and reports directory")
 	fl.BoolVar(&f.keep, "keep", false, "leave the legs' namespace and the infrastructure after the run (KEEP_CLUSTER=1)")
@@ -157,11 +154,10 @@ func runRun(ctx context.Context, g *globals, f *runFlags) error {
 	say("suite %s", suite)
 
 	restore := func(ctx context.Context, log io.Writer) error {
-		cs, _, err := t.Clientset()
+		u, err := uninstaller(ctx, t, g.cluster, f.nodeAccess, log)
 		if err != nil {
 			return err
 		}
-		u := &uninstall.Uninstaller{CS: cs, Nodes: uninstall.Docker{}, Log: log}
 		return u.RestoreGuard(ctx)
 	}
 	r := &suiterun.Runner{Suite: suite, Dir: filepath.Join(bins.Repo, "e2e"), Config: cfg, Out: g.out, Signals: sigs, Grace: f.grace, Restore: restore}

@@ -11,6 +11,7 @@ import (
 
 func newUninstall(g *globals) *cobra.Command {
 	var timeout time.Duration
+	var access string
 	namespaces := uninstall.WorkloadNamespaces
 	c := &cobra.Command{
 		Use:   "uninstall",
@@ -18,16 +19,21 @@ func newUninstall(g *globals) *cobra.Command {
 		Long: "uninstall deletes the guard DaemonSet, the node DaemonSet (agent and node proxy), their RBAC and ConfigMaps,\n" +
 			"the namespace svclb-system and the suites' workload namespaces; puts kube-proxy's cut entries back (its pod\n" +
 			"restarted on a node whose table still holds one), deletes svclb's nftables tables and svclb-cni's conflist and\n" +
-			"binary where left; then reads every node's nft ruleset (docker exec: kind nodes) until it holds no svclb table and\n" +
-			"kube-proxy's table holds no cut element. It exits 1 naming each node that is not clean.",
+			"binary where left; then reads every node's nft ruleset until it holds no svclb table and kube-proxy's table holds\n" +
+			"no cut element. It exits 1 naming each node that is not clean. Nodes are reached as the suite reaches them\n" +
+			"(--node-access); in daemonset mode the node-access DaemonSet is deployed first and deleted last.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, cs, err := g.clientset()
+			t, err := g.target()
 			if err != nil {
-				return err
+				return &exitError{2, err}
 			}
 			fmt.Fprintf(g.out, "uninstall: %s\n", t)
-			u := &uninstall.Uninstaller{CS: cs, Nodes: uninstall.Docker{}, Log: g.out, Timeout: timeout, Namespaces: namespaces}
+			u, err := uninstaller(cmd.Context(), t, g.cluster, access, g.out)
+			if err != nil {
+				return &exitError{2, err}
+			}
+			u.Timeout, u.Namespaces = timeout, namespaces
 			if err := u.Uninstall(cmd.Context()); err != nil {
 				return &exitError{1, err}
 			}
@@ -36,6 +42,7 @@ func newUninstall(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().DurationVar(&timeout, "timeout", 3*time.Minute, "bound on each wait (objects gone, kube-proxy back, a node clean)")
+	c.Flags().StringVar(&access, "node-access", "", nodeAccessUsage)
 	c.Flags().StringSliceVar(&namespaces, "namespaces", namespaces, "workload namespaces to delete too")
 	return c
 }

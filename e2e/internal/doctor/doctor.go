@@ -18,6 +18,7 @@ import (
 	"github.com/aether-mesh/svclb/fixtures/envoy"
 	"github.com/aether-mesh/svclb/fixtures/guard"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 // Level is how a finding weighs.
@@ -45,6 +46,10 @@ type Options struct {
 	Proxy string
 	// EnvoyImage: envoy.Image when empty.
 	EnvoyImage string
+	// NodeAccess is the asked node access ("": chosen, cluster.ChooseNodeAccess).
+	NodeAccess cluster.NodeAccess
+	// Probe tells a node container of the local Docker engine; nil: cluster.LocalDocker.
+	Probe cluster.DockerProbe
 }
 
 // Images are the images a run with o deploys: the project's (never pulled) and, with
@@ -80,8 +85,29 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options) []Line {
 		return append(out, Line{Fail, "nodes", fmt.Sprintf("list: %v", err)})
 	}
 	out = append(out, nodeLines(nodes.Items)...)
-	out = append(out, imageLines(nodes.Items, o)...)
+	access, mode := nodeAccess(ctx, nodes.Items, o)
+	out = append(out, access)
+	local, pulled := o.Images()
+	if mode == cluster.NodeAccessDaemonSet {
+		local = append(local, cluster.NodeAccessImage)
+	}
+	out = append(out, imageLines(nodes.Items, local, pulled)...)
 	return out
+}
+
+// nodeAccess says which node access the suite (and uninstall) would take on these nodes, and
+// why: the same choice, cluster.ChooseNodeAccess.
+func nodeAccess(ctx context.Context, nodes []corev1.Node, o Options) (Line, cluster.NodeAccess) {
+	probe := o.Probe
+	if probe == nil {
+		probe = cluster.LocalDocker
+	}
+	mode, why, _ := cluster.ChooseNodeAccess(ctx, o.NodeAccess, cluster.NodesOf(nodes), probe)
+	text := fmt.Sprintf("%s: %s", mode, why)
+	if mode == cluster.NodeAccessDaemonSet {
+		text += fmt.Sprintf("; the suite deploys %s/%s (privileged, root on every node: docs/security.md)", contract.Namespace, contract.NodeAccessName)
+	}
+	return Line{OK, "node access", text}, mode
 }
 
 // Failed says whether any line is a FAIL.
@@ -230,9 +256,8 @@ func ready(n corev1.Node) bool {
 // its 50 largest images only, so an image absent from a full list may be there all the same.
 const statusImagesCap = 50
 
-// imageLines: which nodes lack which image (node status lists the images a node holds).
-func imageLines(nodes []corev1.Node, o Options) []Line {
-	local, pulled := o.Images()
+// imageLines: which nodes lack which image, the project's (local) and the pulled ones (node status lists the images a node holds).
+func imageLines(nodes []corev1.Node, local, pulled []string) []Line {
 	// missing are the nodes whose status does not list image; unsure those whose list is full.
 	missing := func(image string) (missing, unsure []string) {
 		want := cluster.NormalizeImage(image)

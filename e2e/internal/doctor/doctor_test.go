@@ -66,7 +66,7 @@ func TestKindLikeCluster(t *testing.T) {
 	cs := fake.NewClientset(kubeProxyCM("nftables"), serviceCIDR(),
 		node("svclb-control-plane", "zone-c", true, devImages...), node("svclb-worker", "zone-a", false, devImages...),
 		node("svclb-worker2", "zone-b", false, devImages...))
-	lines := Run(context.Background(), cs, Options{Proxy: "builtin"})
+	lines := Run(context.Background(), cs, Options{Proxy: "builtin", Probe: inDocker})
 	if Failed(lines) {
 		t.Fatalf("failed:\n%s", join(lines))
 	}
@@ -76,6 +76,26 @@ func TestKindLikeCluster(t *testing.T) {
 	find(t, lines, OK, "roles", "control plane: svclb-control-plane; workers: svclb-worker, svclb-worker2")
 	find(t, lines, OK, "zones", "zone-a=svclb-worker zone-b=svclb-worker2 zone-c=svclb-control-plane")
 	find(t, lines, OK, "image", "svclb/agent:dev on every node")
+	find(t, lines, OK, "node access", "docker: every one of the 3 nodes is a running container of the local Docker engine")
+}
+
+// inDocker: every node is a running container of the local Docker engine (no addresses: the
+// fake nodes have no InternalIP).
+func inDocker(context.Context, string) (bool, []string, error) { return true, nil, nil }
+
+// TestNodeAccess: doctor says which node access the suite would take and why, and in
+// daemonset mode checks the node-access image too.
+func TestNodeAccess(t *testing.T) {
+	notDocker := func(_ context.Context, name string) (bool, []string, error) {
+		return false, nil, fmt.Errorf("docker inspect %s: no such container", name)
+	}
+	objs := []runtime.Object{kubeProxyCM("nftables"), node("w", "a", false, devImages...)}
+	lines := Run(context.Background(), fake.NewClientset(objs...), Options{Proxy: "builtin", Probe: notDocker})
+	find(t, lines, OK, "node access", "daemonset: node w is not a container of the local Docker engine: docker inspect w: no such container")
+	find(t, lines, Fail, "image", cluster.NodeAccessImage+" missing on w")
+
+	lines = Run(context.Background(), fake.NewClientset(objs...), Options{Proxy: "builtin", Probe: inDocker, NodeAccess: cluster.NodeAccessDaemonSet})
+	find(t, lines, OK, "node access", "daemonset: as asked")
 }
 
 // TestWhatIsMissing: each requirement missing gives its own clear line, and the run fails.
@@ -105,7 +125,7 @@ func TestWhatIsMissing(t *testing.T) {
 		{"Envoy not on the nodes", []runtime.Object{kubeProxyCM("nftables"), node("w", "a", false, devImages...)}, "envoy", Warn, "image", "pulled at deploy"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			lines := Run(context.Background(), fake.NewClientset(c.objs...), Options{Proxy: c.proxy})
+			lines := Run(context.Background(), fake.NewClientset(c.objs...), Options{Proxy: c.proxy, Probe: inDocker})
 			find(t, lines, c.level, c.topic, c.text)
 			if c.level == Fail && !Failed(lines) {
 				t.Error("Failed() = false with a FAIL line")

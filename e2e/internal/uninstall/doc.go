@@ -18,10 +18,15 @@
 // What is verified, on every node: its nftables ruleset (nft list ruleset) holds no table
 // whose name has "svclb" and kube-proxy's table is there and holds no cut element
 // (Inspect); with Uninstall, no svclb-cni conflist or binary either. Nodes are read through
-// Nodes: a kind node is its container (docker exec, fixtures/cluster.NodeExec's way).
+// Nodes, the suite's own node exec (fixtures/cluster Cluster.NodeExec) with the suite's
+// choice of node access (Cluster.ChooseAccess: docker exec on kind, else the node-access
+// DaemonSet). In daemonset mode the uninstaller deploys that DaemonSet first (or updates a
+// kept run's), waits for its pod on every node and has every node answer through it; the
+// DaemonSet and its namespace svclb-system are deleted last, after the verification, whether
+// it passed or not (RestoreGuard deletes it only when it deployed it).
 //
 //	nft.go        Inspect: what a captured ruleset holds of svclb (golden-tested on captured text)
-//	nodes.go      Nodes, and Docker (kind's node containers)
+//	nodes.go      Nodes, and the node access the reads stand on (daemonset mode: deploy, delete last)
 //	objects.go    what svclb deploys, deleted through a clientset
 //	uninstall.go  Uninstall and RestoreGuard: the order above, then the verification
 package uninstall

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -28,11 +29,19 @@ const (
 // cniFiles are what svclb-cni's installer puts on a node.
 var cniFiles = []string{contract.CNIConfDir + "/" + contract.CNIConfFile, contract.CNIBinDir + "/" + contract.CNIPluginType}
 
-// Uninstaller removes svclb from the cluster CS reaches, reading and fixing nodes through Nodes.
+// Uninstaller removes svclb from Cluster, reading and fixing nodes through Nodes.
 type Uninstaller struct {
-	CS    kubernetes.Interface
+	// Cluster: its CS for the objects; its Access says how nodes are reached (ChooseAccess):
+	// in daemonset mode the uninstaller deploys the node-access DaemonSet for its node reads
+	// and deletes it after the last one.
+	Cluster *cluster.Cluster
+	// Nodes runs the node commands; nil: Cluster (NodeExec).
 	Nodes Nodes
-	Log   io.Writer
+	// AccessImage and AccessPullPolicy of the node-access DaemonSet (daemonset mode);
+	// cluster.NodeAccessImage when empty.
+	AccessImage      string
+	AccessPullPolicy corev1.PullPolicy
+	Log              io.Writer
 	// Timeout bounds each wait (objects gone, kube-proxy back, the nodes clean); 3m when zero.
 	Timeout time.Duration
 	// Poll is the interval of those waits; 2s when zero.
@@ -59,24 +68,34 @@ func (u *Uninstaller) logf(format string, args ...any) { fmt.Fprintf(u.Log, form
 
 // RestoreGuard is what an interrupted run needs: the guard DaemonSet removed, so nothing
 // cuts again, and every node's cuts put back and verified. The agent stays: it serves meshed
-// pods only.
+// pods only. In daemonset mode a node-access DaemonSet a kept run left stays too; one the
+// restore deployed is deleted.
 func (u *Uninstaller) RestoreGuard(ctx context.Context) error {
 	objs, err := Objects()
 	if err != nil {
 		return err
 	}
-	for _, o := range objs {
-		if ds, ok := o.(*appsv1.DaemonSet); ok && ds.Name == contract.GuardName {
-			if err := u.remove(ctx, []client.Object{o}); err != nil {
-				return err
+	return u.withNodeAccess(ctx, func(ctx context.Context) error {
+		for _, o := range objs {
+			if ds, ok := o.(*appsv1.DaemonSet); ok && ds.Name == contract.GuardName {
+				if err := u.remove(ctx, []client.Object{o}); err != nil {
+					return err
+				}
 			}
 		}
-	}
-	return u.putBackAndVerify(ctx, false)
+		return u.putBackAndVerify(ctx, false)
+	}, func(existed bool) []client.Object {
+		if existed {
+			return nil
+		}
+		return []client.Object{nodeAccessDaemonSet()}
+	})
 }
 
 // Uninstall removes everything svclb deployed and the workload namespaces, puts every
-// node's cuts back, and verifies each node. Its error lists every node not clean.
+// node's cuts back, and verifies each node. Its error lists every node not clean. In
+// daemonset mode the node-access DaemonSet and its namespace are deleted last, after the
+// verification (which reads the nodes through it), whether it passed or not.
 func (u *Uninstaller) Uninstall(ctx context.Context) error {
 	objs, err := Objects()
 	if err != nil {
@@ -85,10 +104,20 @@ func (u *Uninstaller) Uninstall(ctx context.Context) error {
 	for _, ns := range u.Namespaces {
 		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
-	if err := u.remove(ctx, objs); err != nil {
-		return err
+	var first, last []client.Object
+	for _, o := range objs {
+		if u.Cluster.Access == cluster.NodeAccessDaemonSet && isNodeAccess(o) {
+			last = append(last, o)
+		} else {
+			first = append(first, o)
+		}
 	}
-	return u.putBackAndVerify(ctx, true)
+	return u.withNodeAccess(ctx, func(ctx context.Context) error {
+		if err := u.remove(ctx, first); err != nil {
+			return err
+		}
+		return u.putBackAndVerify(ctx, true)
+	}, func(bool) []client.Object { return last })
 }
 
 // remove deletes objs in order and waits until every one that was there is gone (a
@@ -96,7 +125,7 @@ func (u *Uninstaller) Uninstall(ctx context.Context) error {
 func (u *Uninstaller) remove(ctx context.Context, objs []client.Object) error {
 	var deleted []client.Object
 	for _, o := range objs {
-		there, err := deleteObject(ctx, u.CS, o)
+		there, err := deleteObject(ctx, u.Cluster.CS, o)
 		if err != nil {
 			return err
 		}
@@ -107,7 +136,7 @@ func (u *Uninstaller) remove(ctx context.Context, objs []client.Object) error {
 	}
 	for _, o := range deleted {
 		err := wait.PollUntilContextTimeout(ctx, u.poll(), u.timeout(), true, func(ctx context.Context) (bool, error) {
-			return gone(ctx, u.CS, o)
+			return gone(ctx, u.Cluster.CS, o)
 		})
 		if err != nil {
 			return fmt.Errorf("%s not gone after %s: %w", describe(o), u.timeout(), err)
@@ -148,26 +177,28 @@ func gone(ctx context.Context, cs kubernetes.Interface, o client.Object) (bool, 
 // putBackAndVerify fixes every node (its cuts, the guard's table, with cni the plugin's
 // files) and then waits until every node is clean.
 func (u *Uninstaller) putBackAndVerify(ctx context.Context, cni bool) error {
-	nodes, err := u.CS.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := u.nodeNames(ctx)
 	if err != nil {
-		return fmt.Errorf("list nodes: %w", err)
+		return err
 	}
 	var errs []error
-	for _, n := range nodes.Items {
-		if err := u.putBack(ctx, n.Name, cni); err != nil {
-			errs = append(errs, fmt.Errorf("node %s: %w", n.Name, err))
+	for _, n := range nodes {
+		if err := u.putBack(ctx, n, cni); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", n, err))
 		}
 	}
-	for _, n := range nodes.Items {
-		if err := u.verify(ctx, n.Name, cni); err != nil {
-			errs = append(errs, fmt.Errorf("node %s: %w", n.Name, err))
+	for _, n := range nodes {
+		if err := u.verify(ctx, n, cni); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", n, err))
+		} else {
+			u.logf("%s: verified clean", n)
 		}
 	}
 	return errors.Join(errs...)
 }
 
 func (u *Uninstaller) ruleset(ctx context.Context, node string) (Findings, error) {
-	rs, err := u.Nodes.Exec(ctx, node, "nft", "list", "ruleset")
+	rs, err := u.nodes().NodeExec(ctx, node, "nft", "list", "ruleset")
 	if err != nil {
 		return Findings{}, err
 	}
@@ -184,7 +215,7 @@ func (u *Uninstaller) putBack(ctx context.Context, node string, cni bool) error 
 	u.logf("%s before: %s", node, f)
 	for _, t := range f.SvclbTables {
 		family, name, _ := strings.Cut(t, " ")
-		if _, err := u.Nodes.Exec(ctx, node, "nft", "delete", "table", family, name); err != nil {
+		if _, err := u.nodes().NodeExec(ctx, node, "nft", "delete", "table", family, name); err != nil {
 			return err
 		}
 		u.logf("%s: deleted table %s", node, t)
@@ -196,7 +227,7 @@ func (u *Uninstaller) putBack(ctx context.Context, node string, cni bool) error 
 	}
 	if cni {
 		for _, p := range cniFiles {
-			out, err := u.Nodes.Exec(ctx, node, "rm", "-v", "-f", p)
+			out, err := u.nodes().NodeExec(ctx, node, "rm", "-v", "-f", p)
 			if err != nil {
 				return err
 			}
@@ -211,7 +242,7 @@ func (u *Uninstaller) putBack(ctx context.Context, node string, cni bool) error 
 // restartKubeProxy deletes node's kube-proxy pod and waits for its successor to be Ready:
 // kube-proxy's full sync at start writes every element back with its own verdict.
 func (u *Uninstaller) restartKubeProxy(ctx context.Context, node string) error {
-	pods := u.CS.CoreV1().Pods(kubeProxyNamespace)
+	pods := u.Cluster.CS.CoreV1().Pods(kubeProxyNamespace)
 	on := func(ctx context.Context) ([]corev1.Pod, error) {
 		l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: kubeProxySelector, FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
@@ -277,7 +308,7 @@ func (u *Uninstaller) verify(ctx context.Context, node string, cni bool) error {
 		left = nil
 		if cni {
 			for _, p := range cniFiles {
-				if _, err := u.Nodes.Exec(ctx, node, "test", "!", "-e", p); err != nil {
+				if _, err := u.nodes().NodeExec(ctx, node, "test", "!", "-e", p); err != nil {
 					left = append(left, p)
 				}
 			}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -29,14 +30,21 @@ type fakeNodes struct {
 	ruleset  map[string]string
 	files    map[string]map[string]bool
 	commands []string
+	// events, when set, records each command with the clientset's actions, in order.
+	events *events
 }
 
-func (f *fakeNodes) Exec(_ context.Context, node string, cmd ...string) (string, error) {
+func (f *fakeNodes) NodeExec(_ context.Context, node string, cmd ...string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	line := strings.Join(cmd, " ")
 	f.commands = append(f.commands, node+": "+line)
+	if f.events != nil {
+		f.events.add("exec " + node + ": " + line)
+	}
 	switch {
+	case line == "uname -n":
+		return node + "\n", nil
 	case line == "nft list ruleset":
 		return f.ruleset[node], nil
 	case strings.HasPrefix(line, "nft delete table "):
@@ -110,7 +118,7 @@ func TestUninstall(t *testing.T) {
 		nodes.set(old.Spec.NodeName, strings.Split(nft(t, "clean"), "table ip svclb-guard")[0])
 		return true, nil, nil
 	})
-	u := &Uninstaller{CS: cs, Nodes: nodes, Log: io.Discard, Poll: 10 * time.Millisecond, Timeout: 5 * time.Second,
+	u := &Uninstaller{Cluster: &cluster.Cluster{CS: cs}, Nodes: nodes, Log: io.Discard, Poll: 10 * time.Millisecond, Timeout: 5 * time.Second,
 		Namespaces: WorkloadNamespaces}
 	if err := u.Uninstall(context.Background()); err != nil {
 		t.Fatal(err)
@@ -138,7 +146,7 @@ func TestUninstallFailsWhileCut(t *testing.T) {
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy-n", Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-proxy"}},
 			Spec: corev1.PodSpec{NodeName: "n"}})
 	nodes := &fakeNodes{ruleset: map[string]string{"n": nft(t, "cut")}, files: map[string]map[string]bool{"n": {}}}
-	u := &Uninstaller{CS: cs, Nodes: nodes, Log: io.Discard, Poll: 10 * time.Millisecond, Timeout: 200 * time.Millisecond}
+	u := &Uninstaller{Cluster: &cluster.Cluster{CS: cs}, Nodes: nodes, Log: io.Discard, Poll: 10 * time.Millisecond, Timeout: 200 * time.Millisecond}
 	err := u.RestoreGuard(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "node n") {
 		t.Fatalf("RestoreGuard = %v, want the node named", err)
