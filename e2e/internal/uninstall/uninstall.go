@@ -277,21 +277,12 @@ func (u *Uninstaller) restartKubeProxy(ctx context.Context, node string) error {
 			return false, nil
 		}
 		for _, p := range now {
-			if !oldUIDs[string(p.UID)] && podReady(&p) {
+			if !oldUIDs[string(p.UID)] && cluster.PodReady(&p) {
 				return true, nil
 			}
 		}
 		return false, nil
 	})
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // verify waits until node's ruleset is clean (kube-proxy's restart writes it back within
