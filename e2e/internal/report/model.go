@@ -8,8 +8,8 @@ import (
 
 	"github.com/onsi/ginkgo/v2/types"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/e2e/internal/kit/render"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 )
 
 // Report is everything report.md and report.html show, computed once from
