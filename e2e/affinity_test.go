@@ -45,6 +45,7 @@ type affinityWorkload struct {
 // node shares one source address, so all of them land on one backend.
 var _ = leg.Define(legs, leg.Leg[*affinityWorkload]{
 	Name:      "affinity",
+	Needs:     leg.Needs{Workers: 1},
 	Early:     true,
 	Workloads: "Service aff (sessionAffinity ClientIP, 3 echo backends, not cut); 10 meshed clients on the first worker",
 	Exercises: "internal/translate/cluster.go (RING_HASH), internal/translate/listener.go (tcp_proxy hash_policy source_ip), " +

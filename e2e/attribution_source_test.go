@@ -45,6 +45,7 @@ type attrSourceWorkload struct {
 // port it dialled (svclb_svc_connections_total).
 var _ = leg.Define(legs, leg.Leg[*attrSourceWorkload]{
 	Name:  "attribution-source",
+	Needs: leg.Needs{Workers: 1},
 	Early: true,
 	Workloads: "Services attrsrc-n and attrsrc-m (same 2 echo backends, cut); meshed client Deployments attrsrc-alpha and attrsrc-beta, " +
 		"one pod each on the first worker, dial each Service on 80 in different counts; alpha also dials attrsrc-n on undeclared 81",

@@ -54,7 +54,8 @@ var enrollChance = allSucceed + "; the agent-down check (prepare) waits on signa
 // cut. A plain pod in a namespace that is not enrolled is left alone, and starts while the
 // agent is unreachable.
 var _ = leg.Define(legs, leg.Leg[enrollWorkload]{
-	Name: "enroll",
+	Name:  "enroll",
+	Needs: leg.Needs{Workers: 1},
 	Workloads: "svclb-cni on every node (node DaemonSet with manifests.CNIOptions, for this leg only); namespace svclb-enroll labelled " +
 		"svclb.dev/mesh=enabled with a plain client Deployment (no init container, label or capability) on the first worker; Service enroll " +
 		"(2 echo backends, labelled cut) and Service svclb-enroll/nsmode (2 echo backends, no label: the guard cuts it for its namespace, by the agent's " +

@@ -42,6 +42,7 @@ type hostileLoopWorkload struct {
 // the meshed pod's netns and the listener binds loopback only, whatever the Phase flags.
 var _ = leg.Define(legs, leg.Leg[*hostileLoopWorkload]{
 	Name:    "hostile-loop",
+	Needs:   leg.Needs{Workers: 1},
 	Early:   true,
 	Control: true,
 	Workloads: "a plain pod (not meshed) on another node dials the first worker's meshed client at <podIP>:18001; echo Deployment hloop (1 pod, no " +

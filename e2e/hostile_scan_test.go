@@ -72,6 +72,7 @@ func (w *hostileScanWorkload) names() int {
 // lines and summarises the rest.
 var _ = leg.Define(legs, leg.Leg[*hostileScanWorkload]{
 	Name:    "hostile-scan",
+	Needs:   leg.Needs{Workers: 1},
 	Control: true,
 	Workloads: fmt.Sprintf("the first worker's meshed client scans the Service range: every address on port %d and the first %d addresses on ports %d-%d; "+
 		"echo Deployment hscan (1 pod); per run Service %s (port %d, not cut) created after the scan at the highest free address; green sets ConfigMap cds=on-demand",

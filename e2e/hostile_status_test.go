@@ -31,6 +31,7 @@ var hostileStatusPorts = []int{contract.AgentPort, contract.GuardPort, contract.
 // node's InternalIP and any pod read them.
 var _ = leg.Define(legs, leg.Leg[*corev1.Pod]{
 	Name:      "hostile-status",
+	Needs:     leg.Needs{Workers: 1},
 	Control:   true,
 	Workloads: "a plain pod (not meshed) on the first worker",
 	Exercises: "fixtures/manifests/node.go and fixtures/guard/guard.go (--http and --listen on 127.0.0.1), internal/loopget (the get command the suite reads through)",

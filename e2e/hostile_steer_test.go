@@ -52,6 +52,7 @@ type hostileSteerWorkload struct {
 // listener refuses node-local destinations whatever the Phase flags.
 var _ = leg.Define(legs, leg.Leg[*hostileSteerWorkload]{
 	Name:    "hostile-steer",
+	Needs:   leg.Needs{Workers: 1},
 	Control: true,
 	Workloads: "meshed pod hsteer-client (app container with NET_ADMIN) on the first worker, which steers its own capture; echo Deployment hsteer " +
 		"(1 pod) behind Service hsteer",

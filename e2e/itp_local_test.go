@@ -20,6 +20,7 @@ import (
 // itp-local: only same-node endpoints; a node without one refuses.
 var _ = leg.Define(legs, leg.Leg[*workload.Pinned]{
 	Name:      "itp-local",
+	Needs:     leg.Needs{Workers: 2},
 	Early:     true,
 	Workloads: "Service itp (internalTrafficPolicy Local, one echo backend per worker, cut); clients on every node",
 	Exercises: "internal/translate/endpoints.go (SelectEndpoints: this node's endpoints only, an empty cluster elsewhere); the refusal path of " +

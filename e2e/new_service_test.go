@@ -55,7 +55,8 @@ func (w *newServiceWorkload) twinTo() string  { return net.JoinHostPort(w.twinIP
 // new-service: a Service created while the agent runs is reached through
 // it, and how long that takes next to kube-proxy on the same node.
 var _ = leg.Define(legs, leg.Leg[*newServiceWorkload]{
-	Name: "new-service",
+	Name:  "new-service",
+	Needs: leg.Needs{Workers: 1},
 	Workloads: "echo Deployment newsvc (2 pods, Ready first); per run Service newsvc (cut) and its unguarded twin newsvc-twin at ClusterIPs picked " +
 		"in prepare; the meshed client and a client that is not meshed on the first worker dial them from before their creation until the " +
 		"first reply",

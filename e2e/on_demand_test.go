@@ -55,7 +55,8 @@ type onDemandWorkload struct {
 // clusters its pods dialled (ODCDS over ADS), and a connection to a name not
 // yet known is held while the proxy asks instead of being refused.
 var _ = leg.Define(legs, leg.Leg[*onDemandWorkload]{
-	Name: "on-demand",
+	Name:  "on-demand",
+	Needs: leg.Needs{Workers: 1},
 	Workloads: "Service od (2 echo backends, cut), Service od-idle (never dialled), the client on the first worker; green sets ConfigMap " +
 		"cds=on-demand",
 	Exercises: "agent/settings.go (cds), admission.go, pending.go, demandfile.go (on-demand CDS, persisted demand), agent/metrics.go " +

@@ -65,6 +65,7 @@ type outlierWorkload struct {
 // connections.
 var _ = leg.Define(legs, leg.Leg[*outlierWorkload]{
 	Name:      "outlier",
+	Needs:     leg.Needs{Workers: 1},
 	Early:     true,
 	Workloads: "Service outlier (3 Ready echo pods, one with the targetPort closed; not cut); the client on the first worker",
 	Exercises: "internal/translate/cluster.go (outlier_detection consecutive_local_origin_failure, max_ejection_percent 99), " +

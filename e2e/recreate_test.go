@@ -50,7 +50,8 @@ func (w *recreateWorkload) newTo() string { return net.JoinHostPort(w.new, "80")
 // recreate: a Service deleted and created again gets a new ClusterIP; the
 // old one is no Service's any more.
 var _ = leg.Define(legs, leg.Leg[*recreateWorkload]{
-	Name: "recreate",
+	Name:  "recreate",
+	Needs: leg.Needs{Workers: 1},
 	Workloads: "Service rec (2 echo backends, cut) at a chosen ClusterIP, deleted and created again at another while the client on the first " +
 		"worker dials the old VIP; put back after each run",
 	Exercises: "agent/batch.go (a deleted Service's clusters and assignments withdrawn), pkg/svcindex/index.go (Lookup: the old VIP is " +

@@ -40,6 +40,7 @@ const (
 // outlier detection ejects the endpoint after the configured timeouts.
 var _ = leg.Define(legs, leg.Leg[*retryWorkload]{
 	Name:      "retry-blackhole",
+	Needs:     leg.Needs{Workers: 1},
 	Early:     true,
 	Workloads: "Service rblack (3 Ready echo pods, one, rblack-dark, dropping every TCP packet to its port 8080 in its netns; cut); the client on the first worker",
 	Exercises: "internal/translate/cluster.go (connect_timeout, outlier_detection), internal/translate/listener.go (max_connect_attempts), " +

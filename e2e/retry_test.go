@@ -54,6 +54,7 @@ type retryWorkload struct {
 // outlier detection ejects the endpoint after the configured failures.
 var _ = leg.Define(legs, leg.Leg[*retryWorkload]{
 	Name:      "retry",
+	Needs:     leg.Needs{Workers: 1},
 	Early:     true,
 	Workloads: "Service retry (3 Ready echo pods, one with the targetPort closed; cut); the client on the first worker",
 	Exercises: "internal/translate/listener.go (cap_svc max_connect_attempts), internal/translate/cluster.go (connect_timeout, outlier_detection), " +

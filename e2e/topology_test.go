@@ -20,6 +20,7 @@ import (
 // endpoint and spills to other zones when it has none.
 var _ = leg.Define(legs, leg.Leg[*workload.Pinned]{
 	Name:      "topology",
+	Needs:     leg.Needs{Workers: 2, Zones: 3},
 	Early:     true,
 	Workloads: "Service topo (trafficDistribution PreferClose, one echo backend in zone-a and one in zone-b, cut); clients on every node",
 	Exercises: "internal/translate/endpoints.go (zone bands from hints or PreferClose), internal/translate/cluster.go (LoadAssignment localities), " +
