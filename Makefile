@@ -20,13 +20,24 @@ GOTESTFLAGS ?=
 
 ##@ Tests (TESTING.md)
 
+# EXAMPLES are the modules under examples/ (suites of their own that import
+# the framework, replace ../..): go test ./... does not reach them, so unit
+# and test compile each and run its unit tests, when PKGS is the whole tree.
+# GOWORK=off: each resolves from its own go.mod and go.sum.
+EXAMPLES ?= $(if $(filter ./...,$(PKGS)),$(patsubst %/go.mod,%,$(wildcard examples/*/go.mod)))
+define test-examples
+	@set -e; for m in $(EXAMPLES); do echo "$$m:"; (cd $$m && GOWORK=off $(GO) test -count=1 $(GOTESTFLAGS) ./...); done
+endef
+
 .PHONY: unit
 unit: ## No root, nothing built, no Docker: netns/nftables, envtest and kube-proxy tests skip, saying why
 	SVCLB_UNIT=1 $(GO) test -count=1 $(GOTESTFLAGS) $(PKGS)
+	$(test-examples)
 
 .PHONY: test
 test: k8s-test-bins ## As root, all that needs no cluster: netns/nftables, envtest, real kube-proxy; a missing prerequisite fails
 	$(GO) test -count=1 $(GOTESTFLAGS) $(PKGS)
+	$(test-examples)
 
 # flake: COUNT runs of RUN in PKGS while one busy loop per core (LOAD of them)
 # competes for the CPU, the way a loaded CI machine or a parallel build does.

@@ -8,8 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 )
 
@@ -42,24 +43,25 @@ type affinityWorkload struct {
 // affinity: ClientIP affinity must be per pod. Under kube-proxy (the red run:
 // the proxy's passthrough connects from the node's address) every pod of a
 // node shares one source address, so all of them land on one backend.
-var _ = defineLeg(leg[*affinityWorkload]{
-	name:      "affinity",
-	early:     true,
-	workloads: "Service aff (sessionAffinity ClientIP, 3 echo backends, not cut); 10 meshed clients on the first worker",
-	exercises: "internal/translate/cluster.go (RING_HASH), internal/translate/listener.go (tcp_proxy hash_policy source_ip), " +
+var _ = leg.Define(legs, leg.Leg[*affinityWorkload]{
+	Name:      "affinity",
+	Needs:     leg.Needs{Workers: 1},
+	Early:     true,
+	Workloads: "Service aff (sessionAffinity ClientIP, 3 echo backends, not cut); 10 meshed clients on the first worker",
+	Exercises: "internal/translate/cluster.go (RING_HASH), internal/translate/listener.go (tcp_proxy hash_policy source_ip), " +
 		"nodeproxy/internal/lb/balancer.go",
-	setup: fmt.Sprintf("sessionAffinity ClientIP, %d echo backends, %d meshed client pods on one worker; kube-proxy objects left in place "+
+	Setup: fmt.Sprintf("sessionAffinity ClientIP, %d echo backends, %d meshed client pods on one worker; kube-proxy objects left in place "+
 		"(red shows kube-proxy's affinity through the passthrough)", affinityBackends, affinityClients),
-	redExpect:  "each pod sticks, but every pod of the node lands on the same backend (kube-proxy sees only the node's address)",
-	greenMeans: "each pod sticks to one backend, and the pods are not all on one backend",
-	timeout:    6 * time.Minute,
-	chance: fmt.Sprintf("green's spread is chance: all %d pods hash onto one backend's third of the ring with probability about 3·(1/3)^%d = 1/19683 "+
+	RedExpect:  "each pod sticks, but every pod of the node lands on the same backend (kube-proxy sees only the node's address)",
+	GreenMeans: "each pod sticks to one backend, and the pods are not all on one backend",
+	Timeout:    6 * time.Minute,
+	Chance: fmt.Sprintf("green's spread is chance: all %d pods hash onto one backend's third of the ring with probability about 3·(1/3)^%d = 1/19683 "+
 		"(at most ~1/16000 with shares skewed to 0.36/0.33/0.31), a false failure, never a false pass; stickiness and red's single backend are deterministic. "+
 		"Every attempt must succeed within %s (workload.AttemptTimeout), 3 pods dialling at a time", affinityClients, affinityClients, workload.AttemptTimeout),
-	services: func(aw *affinityWorkload) []measure.Dialled {
+	Services: func(aw *affinityWorkload) []measure.Dialled {
 		return []measure.Dialled{measure.ServicePort(aw.svc, 80)}
 	},
-	prepare: func(ctx context.Context) (*affinityWorkload, error) {
+	Prepare: func(ctx context.Context) (*affinityWorkload, error) {
 		ns, node := suite.legsNS, suite.cluster.Workers()[0].Name
 		dep := workload.EchoDeployment(ns, "aff", workload.Backends{Replicas: affinityBackends})
 		svc := workload.Service(ns, "aff", workload.ServiceOptions{Selector: dep.Spec.Selector.MatchLabels, Mutate: func(s *corev1.Service) {
@@ -85,7 +87,7 @@ var _ = defineLeg(leg[*affinityWorkload]{
 		}
 		return &affinityWorkload{svc: svc, to: workload.Addr(svc, 80), clients: clients}, nil
 	},
-	measure: func(ctx context.Context, aw *affinityWorkload, run *evidence.Run) {
+	Measure: func(ctx context.Context, aw *affinityWorkload, run *evidence.Run) {
 		// A few pods dial at a time: ten sequential execs cost ten exec
 		// round trips, ten at once starve a loaded 2-core machine (a full
 		// suite run saw 2 s attempts time out). The timeout is generous for

@@ -12,9 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -35,32 +36,32 @@ const (
 // cap_passthrough_svc whatever the Phase flags (the evidence checks that
 // chain took every handshake, Dialled.KubeProxys), no node proxy holds a
 // svc: cluster for it, and a meshed pod reaches the apiserver all the same.
-var _ = defineLeg(leg[*corev1.Service]{
-	name:      "apiserver",
-	early:     true,
-	control:   true,
-	workloads: "Service default/kubernetes; the meshed client on every node makes TLS handshakes with its ClusterIP:443",
-	exercises: "the agent's Service filter (default/kubernetes is not svclb's: no svc: cluster), internal/translate/listener.go (its VIP a /32 to " +
+var _ = leg.Define(legs, leg.Leg[*corev1.Service]{
+	Name:      "apiserver",
+	Early:     true,
+	Control:   true,
+	Workloads: "Service default/kubernetes; the meshed client on every node makes TLS handshakes with its ClusterIP:443",
+	Exercises: "the agent's Service filter (default/kubernetes is not svclb's: no svc: cluster), internal/translate/listener.go (its VIP a /32 to " +
 		"cap_passthrough_svc in both phases)",
-	setup: fmt.Sprintf("Service default/kubernetes (the apiserver); the meshed client on every node makes %d TLS handshakes with its ClusterIP:443",
+	Setup: fmt.Sprintf("Service default/kubernetes (the apiserver); the meshed client on every node makes %d TLS handshakes with its ClusterIP:443",
 		apiserverHandshakes),
-	redExpect: "same as green (control leg): the apiserver's Service is not svclb's",
-	greenMeans: "on each client's node tcp." + contract.ChainPassthroughSvc + ".downstream_cx_total rises by at least its handshakes; no node proxy's config_dump holds a svc: cluster " +
+	RedExpect: "same as green (control leg): the apiserver's Service is not svclb's",
+	GreenMeans: "on each client's node tcp." + contract.ChainPassthroughSvc + ".downstream_cx_total rises by at least its handshakes; no node proxy's config_dump holds a svc: cluster " +
 		"for default/kubernetes' ClusterIP; every handshake from every meshed client completes, the certificate verified for " + apiserverName + " against the pod's service-account CA",
-	chance: fmt.Sprintf("nothing statistical: every handshake must complete within %s (the apiserver answers in milliseconds; the bound is for a loaded machine)", apiserverTimeout),
-	prepare: func(ctx context.Context) (*corev1.Service, error) {
+	Chance: fmt.Sprintf("nothing statistical: every handshake must complete within %s (the apiserver answers in milliseconds; the bound is for a loaded machine)", apiserverTimeout),
+	Prepare: func(ctx context.Context) (*corev1.Service, error) {
 		svc, err := suite.cluster.CS.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("get Service default/kubernetes: %w", err)
 		}
 		return svc, nil
 	},
-	services: func(svc *corev1.Service) []measure.Dialled {
+	Services: func(svc *corev1.Service) []measure.Dialled {
 		d := measure.ServicePort(svc, 443)
 		d.KubeProxys = true
 		return []measure.Dialled{d}
 	},
-	measure: measureAPIServer,
+	Measure: measureAPIServer,
 })
 
 func measureAPIServer(ctx context.Context, svc *corev1.Service, run *evidence.Run) {

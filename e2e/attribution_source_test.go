@@ -13,11 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 )
 
@@ -42,26 +43,27 @@ type attrSourceWorkload struct {
 // attribution-source: the agent counts each connection the proxy connects
 // under the meshed pod that made it, named by its Deployment, and the Service
 // port it dialled (svclb_svc_connections_total).
-var _ = defineLeg(leg[*attrSourceWorkload]{
-	name:  "attribution-source",
-	early: true,
-	workloads: "Services attrsrc-n and attrsrc-m (same 2 echo backends, cut); meshed client Deployments attrsrc-alpha and attrsrc-beta, " +
+var _ = leg.Define(legs, leg.Leg[*attrSourceWorkload]{
+	Name:  "attribution-source",
+	Needs: leg.Needs{Workers: 1},
+	Early: true,
+	Workloads: "Services attrsrc-n and attrsrc-m (same 2 echo backends, cut); meshed client Deployments attrsrc-alpha and attrsrc-beta, " +
 		"one pod each on the first worker, dial each Service on 80 in different counts; alpha also dials attrsrc-n on undeclared 81",
-	exercises: "internal/translate/listener.go (cap_svc: access log svclb_connections, log_type_filter TcpUpstreamConnected, " +
+	Exercises: "internal/translate/listener.go (cap_svc: access log svclb_connections, log_type_filter TcpUpstreamConnected, " +
 		"access_log_options.flush_access_log_on_connected), nodeproxy/proxy.go (the entry written as the upstream connects), " +
 		"agent/internal/xdsserver/connections.go (svclb_svc_connections_total, bounded), agent/podsources.go (pod by IP, workload by owner; the refusal line's source_pod)",
-	setup: fmt.Sprintf("ClusterIP Services attrsrc-n and attrsrc-m selecting the same 2 echo backends, kube-proxy ClusterIP entries deleted; "+
+	Setup: fmt.Sprintf("ClusterIP Services attrsrc-n and attrsrc-m selecting the same 2 echo backends, kube-proxy ClusterIP entries deleted; "+
 		"client Deployment attrsrc-alpha dials attrsrc-n:80 ×%d, attrsrc-m:80 ×%d and attrsrc-n:81 ×%d, attrsrc-beta attrsrc-n:80 ×%d and attrsrc-m:80 ×%d",
 		srcAlphaN, srcAlphaM, srcAlphaRefused, srcBetaN, srcBetaM),
-	redExpect: "no reply; no connection counted, no refusal logged (Phase flags off)",
-	greenMeans: fmt.Sprintf("every :80 attempt replies and every :81 attempt is refused by the proxy; summed over the agents, "+
+	RedExpect: "no reply; no connection counted, no refusal logged (Phase flags off)",
+	GreenMeans: fmt.Sprintf("every :80 attempt replies and every :81 attempt is refused by the proxy; summed over the agents, "+
 		"%s{source_namespace=<legs ns>,source_workload,namespace,service,port=\"80\"} rises by exactly %d (alpha→n), %d (alpha→m), %d (beta→n) "+
 		"and %d (beta→m), and no series of port 81 appears; a refusal log record of attrsrc-n's VIP:81 names alpha's pod as source_pod",
 		agent.ConnectionsMetric, srcAlphaN, srcAlphaM, srcBetaN, srcBetaM),
-	chance: fmt.Sprintf("nothing statistical: every attempt must reply within %s (workload.AttemptTimeout); the counts are exact: "+
+	Chance: fmt.Sprintf("nothing statistical: every attempt must reply within %s (workload.AttemptTimeout); the counts are exact: "+
 		"one connected entry per connection the proxy connects, none is retried to backends that are up; the agent's counts are read until they "+
 		"account for every reply, at most %s (measure.CountersSettle)", workload.AttemptTimeout, measure.CountersSettle),
-	prepare: func(ctx context.Context) (*attrSourceWorkload, error) {
+	Prepare: func(ctx context.Context) (*attrSourceWorkload, error) {
 		c := suite.cluster
 		n, err := workload.DeployEcho(ctx, c, suite.legsNS, "attrsrc-n", workload.Backends{Replicas: 2}, workload.ServiceOptions{Cut: true})
 		if err != nil {
@@ -93,11 +95,11 @@ var _ = defineLeg(leg[*attrSourceWorkload]{
 		}
 		return w, nil
 	},
-	services: func(w *attrSourceWorkload) []measure.Dialled {
+	Services: func(w *attrSourceWorkload) []measure.Dialled {
 		return []measure.Dialled{measure.ServicePort(w.n, 80), measure.ServicePort(w.m, 80),
 			measure.ServicePort(w.n, 81).Refused(agent.ReasonPortNotDeclared)}
 	},
-	measure: func(ctx context.Context, w *attrSourceWorkload, run *evidence.Run) {
+	Measure: func(ctx context.Context, w *attrSourceWorkload, run *evidence.Run) {
 		if err := measureAttrSource(ctx, w, run); err != nil {
 			run.Error = err.Error()
 		}

@@ -7,11 +7,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -34,23 +35,23 @@ type attributionWorkload struct{ a, b *corev1.Service }
 // Service. The evidence checks the refusals per Service and reason exactly
 // and a log record of each port 81; the leg adds that each Service's
 // upstream_cx_total rose by exactly its own dials.
-var _ = defineLeg(leg[*attributionWorkload]{
-	name:  "attribution",
-	early: true,
-	workloads: "Services attr-a and attr-b (same 2 echo backends, cut); clients on every node dial each on 80 and on undeclared 81, in different " +
+var _ = leg.Define(legs, leg.Leg[*attributionWorkload]{
+	Name:  "attribution",
+	Early: true,
+	Workloads: "Services attr-a and attr-b (same 2 echo backends, cut); clients on every node dial each on 80 and on undeclared 81, in different " +
 		"counts",
-	exercises: "internal/translate/cluster.go (alt_stat_name contract.StatName), nodeproxy/proxy.go (cluster.<alt_stat_name>.* stats), " +
+	Exercises: "internal/translate/cluster.go (alt_stat_name contract.StatName), nodeproxy/proxy.go (cluster.<alt_stat_name>.* stats), " +
 		"agent/internal/xdsserver/server.go (Classify, record: svclb_svc_refused_total{namespace,service} and the refusal log line)",
-	setup: fmt.Sprintf("ClusterIP Services attr-a and attr-b selecting the same 2 echo backends, kube-proxy ClusterIP entries deleted; every meshed client dials "+
+	Setup: fmt.Sprintf("ClusterIP Services attr-a and attr-b selecting the same 2 echo backends, kube-proxy ClusterIP entries deleted; every meshed client dials "+
 		"attr-a:80 ×%d, attr-b:80 ×%d, attr-a:81 ×%d, attr-b:81 ×%d (port 81 is declared by neither)", attrReachA, attrReachB, attrRefuseA, attrRefuseB),
-	redExpect: "no reply; no per-Service proxy stat, refusal counter or refusal log line moves (Phase flags off)",
-	greenMeans: fmt.Sprintf("every :80 attempt replies and every :81 attempt is refused by the proxy; on each client's node "+
+	RedExpect: "no reply; no per-Service proxy stat, refusal counter or refusal log line moves (Phase flags off)",
+	GreenMeans: fmt.Sprintf("every :80 attempt replies and every :81 attempt is refused by the proxy; on each client's node "+
 		"cluster.svc.<ns>.attr-a.80.upstream_cx_total rises by exactly %d and cluster.svc.<ns>.attr-b.80.upstream_cx_total by exactly %d; "+
 		"%s{reason=%q} rises per node by exactly the refused attempts of each Service, no other reason; a refusal log record names each Service and its VIP:81",
 		attrReachA, attrReachB, agent.RefusedMetric, agent.ReasonPortNotDeclared),
-	chance: fmt.Sprintf("nothing statistical: every attempt must reply or be refused, each within %s (workload.AttemptTimeout); "+
+	Chance: fmt.Sprintf("nothing statistical: every attempt must reply or be refused, each within %s (workload.AttemptTimeout); "+
 		"upstream_cx_total exact: a connect retried by the proxy would count twice, none is expected to backends that are up", workload.AttemptTimeout),
-	prepare: func(ctx context.Context) (*attributionWorkload, error) {
+	Prepare: func(ctx context.Context) (*attributionWorkload, error) {
 		a, err := workload.DeployEcho(ctx, suite.cluster, suite.legsNS, "attr-a", workload.Backends{Replicas: 2}, workload.ServiceOptions{Cut: true})
 		if err != nil {
 			return nil, err
@@ -64,14 +65,14 @@ var _ = defineLeg(leg[*attributionWorkload]{
 		}
 		return &attributionWorkload{a: a, b: b}, nil
 	},
-	services: func(w *attributionWorkload) []measure.Dialled {
+	Services: func(w *attributionWorkload) []measure.Dialled {
 		return []measure.Dialled{
 			measure.ServicePort(w.a, 80), measure.ServicePort(w.b, 80),
 			measure.ServicePort(w.a, 81).Refused(agent.ReasonPortNotDeclared),
 			measure.ServicePort(w.b, 81).Refused(agent.ReasonPortNotDeclared),
 		}
 	},
-	measure: func(ctx context.Context, w *attributionWorkload, run *evidence.Run) {
+	Measure: func(ctx context.Context, w *attributionWorkload, run *evidence.Run) {
 		if err := measureAttribution(ctx, w, run); err != nil {
 			run.Error = err.Error()
 		}

@@ -11,8 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
+	"github.com/aether-mesh/svclb/fixtures/leg"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -38,19 +39,19 @@ type dnsWorkload struct {
 // dials reaches a capture listener, so it declares no services: the
 // evidence has no chain to check; the leg checks kube-dns' svc: cluster
 // carried nothing.
-var _ = defineLeg(leg[*dnsWorkload]{
-	name:      "dns",
-	early:     true,
-	control:   true,
-	workloads: "Service dns; the meshed client on every node resolves its FQDN over UDP and over TCP",
-	exercises: "internal/capture/capture.go (outputRules: UDP never captured, TCP 53 returned unmarked); no agent code",
-	setup: fmt.Sprintf("a ClusterIP Service dns; the meshed client on every node resolves its fully qualified name through its resolv.conf nameserver (kube-dns), %d times over UDP and %d times over TCP",
+var _ = leg.Define(legs, leg.Leg[*dnsWorkload]{
+	Name:      "dns",
+	Early:     true,
+	Control:   true,
+	Workloads: "Service dns; the meshed client on every node resolves its FQDN over UDP and over TCP",
+	Exercises: "internal/capture/capture.go (outputRules: UDP never captured, TCP 53 returned unmarked); no agent code",
+	Setup: fmt.Sprintf("a ClusterIP Service dns; the meshed client on every node resolves its fully qualified name through its resolv.conf nameserver (kube-dns), %d times over UDP and %d times over TCP",
 		dnsLookups, dnsLookups),
-	redExpect: "same as green (control leg): port 53 is never captured",
-	greenMeans: "every lookup, over UDP and over TCP, went to kube-dns' ClusterIP:53 and answered the Service's ClusterIP; " +
+	RedExpect: "same as green (control leg): port 53 is never captured",
+	GreenMeans: "every lookup, over UDP and over TCP, went to kube-dns' ClusterIP:53 and answered the Service's ClusterIP; " +
 		"no node proxy's svc: cluster of kube-dns:53 carried a connection (TCP 53 is not captured)",
-	chance: fmt.Sprintf("nothing statistical: every lookup must answer within %s (Go's resolver retries a lost UDP query within it)", dnsTimeout),
-	prepare: func(ctx context.Context) (*dnsWorkload, error) {
+	Chance: fmt.Sprintf("nothing statistical: every lookup must answer within %s (Go's resolver retries a lost UDP query within it)", dnsTimeout),
+	Prepare: func(ctx context.Context) (*dnsWorkload, error) {
 		svc := workload.Service(suite.legsNS, "dns", workload.ServiceOptions{})
 		if err := suite.cluster.Create(ctx, svc); err != nil {
 			return nil, err
@@ -66,7 +67,7 @@ var _ = defineLeg(leg[*dnsWorkload]{
 		}
 		return &dnsWorkload{name: fmt.Sprintf("%s.%s.svc.cluster.local.", got.Name, got.Namespace), target: got, kubeDNS: kd}, nil
 	},
-	measure: measureDNS,
+	Measure: measureDNS,
 })
 
 func measureDNS(ctx context.Context, w *dnsWorkload, run *evidence.Run) {

@@ -13,8 +13,8 @@
 // Layout. suite_test.go is TestMain (config from SVCLB_* variables, the
 // setup env funcs: connect, record the environment, deploy the guard and the
 // node DaemonSet, the legs' namespace, one meshed client per node) and
-// TestE2E; leg_test.go is the leg type and defineLeg (red run, green run,
-// evidence, verdict); legs_test.go is legOrder, the order the legs run in;
+// TestE2E; leg_test.go is the suite's legs (a leg.Suite: the framework's
+// fixtures/leg runs red, green, evidence and verdict) and refuseLeg; legs_test.go is legOrder, the order the legs run in;
 // legs_doc_test.go generates docs/legs.md from the legs; early_test.go
 // starts the prepares of legs marked early in the background; every other
 // _test.go file is one leg, named after it, holding only that leg's value,
@@ -22,8 +22,8 @@
 // agent-down check), or a figure. Everything they use comes from the
 // framework in fixtures/ (cluster, guard, agent, proxy, workload, metrics,
 // diagnostics), the record format and the verdicts from
-// e2e/internal/evidence, and what several legs share — the refusal
-// measure, the evidence of each run — from e2e/internal/measure.
+// fixtures/evidence, and what several legs share — the refusal
+// measure, the evidence of each run — from fixtures/measure.
 //
 // The legs. docs/legs.md lists every leg in the order it runs, with its
 // file, workloads, the agent and proxy code it exercises and what red and
@@ -36,26 +36,28 @@
 // rewrites docs/legs.md. A leg defined but not in legOrder, or listed but
 // defined nowhere, panics at init.
 //
-// Declaring a leg. A leg file calls defineLeg(leg[W]{...}) (or
-// defineLeg(refuseLeg(reason, leg[measure.Target]{...})) for a refusal
-// leg, which sets its expectations, chance and measure) at package level.
-// The leg value holds everything about the leg, its texts included. The
-// fields: name (also its Ginkgo label, and LEGS=name selects it), setup,
-// redExpect and greenMeans (restated in the report; docs/legs.md shows the
-// last two), workloads and exercises (docs/legs.md alone: what the leg
+// Declaring a leg. A leg file calls leg.Define(legs, leg.Leg[W]{...}) (or
+// leg.Define(legs, refuseLeg(reason, leg.Leg[measure.Target]{...})) for a
+// refusal leg, which sets its expectations, chance and measure) at package
+// level. The leg value holds everything about the leg, its texts included.
+// The fields: Name (also its Ginkgo label, and LEGS=name selects it), Setup,
+// RedExpect and GreenMeans (restated in the report; docs/legs.md shows the
+// last two), Workloads and Exercises (docs/legs.md alone: what the leg
 // deploys and who dials it, and the agent and proxy code it exercises
-// beyond what every leg runs through), prepare (deploys the workloads once
-// for both runs and returns W), measure (one run: dial, Tally the results
-// into the run, set MetGreen and MetRed from what was seen), control,
-// agentConfig, timeout, early (prepare may run in the background from the
-// suite's start, earlyParallel at a time in the legs' order, while the legs
+// beyond what every leg runs through), Prepare (deploys the workloads once
+// for both runs and returns W), Measure (one run: dial, Tally the results
+// into the run, set MetGreen and MetRed from what was seen), Control,
+// AgentConfig, Timeout, Needs (what the cluster must have: schedulable
+// workers, zones; lacking it the leg is skipped in both runs, its record
+// saying why), Early (Prepare may run in the background from the
+// suite's start, leg.EarlyParallel at a time in the legs' order, while the legs
 // before it run: set only for a prepare that deploys workloads of its own,
 // picks no unallocated address and calls no DeferCleanup; a prepare not
 // marked early waits until every background prepare is done, so no Service
 // is created while it picks an address), and two that feed the evidence:
 //
-//	services func(W) []measure.Dialled // what the leg dials
-//	chance   string                    // what can fail by chance: per-attempt timeout and why, false-failure odds
+//	Services func(W) []measure.Dialled // what the leg dials
+//	Chance   string                    // what can fail by chance: per-attempt timeout and why, false-failure odds
 //
 // A Dialled is one target: To (host:port, as dialled), Namespace and
 // Service (empty for an address no Service holds), Reason (the refusal
@@ -73,7 +75,7 @@
 // DialEach): each echo.Result then names its To and ClientNode, which the
 // evidence counts by.
 //
-// Evidence. Around each run defineLeg does, for every leg:
+// Evidence. Around each run fixtures/leg does, for every leg:
 //
 //  1. set the agent's ConfigMap and wait until every node's agent reports it;
 //  2. wait until every node's proxy serves it, from the proxy's own
@@ -111,7 +113,7 @@
 //     re-deleted in between, reach-after-resync's own restart aside) is
 //     incomplete, whatever it saw.
 //
-// Order. Ginkgo shuffles top-level containers; defineLeg only registers,
+// Order. Ginkgo shuffles top-level containers; leg.Define only registers,
 // and the package's init puts the legs into the tree in legOrder
 // (legs_test.go), the suite's one list of them, with distinct
 // SpecPriority, so they always run in that order. A leg legOrder does not

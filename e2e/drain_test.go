@@ -11,10 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 )
 
@@ -41,21 +42,21 @@ type drainWorkload struct {
 
 // drain: serving-but-terminating endpoints are used only when no ready one
 // exists (KEP-1669), never while one does.
-var _ = defineLeg(leg[*drainWorkload]{
-	name:  "drain",
-	early: true,
-	workloads: "Service drain (cut); per run 2 echo pods staying serving-but-terminating 2 min after deletion, deleted one then the other, each " +
+var _ = leg.Define(legs, leg.Leg[*drainWorkload]{
+	Name:  "drain",
+	Early: true,
+	Workloads: "Service drain (cut); per run 2 echo pods staying serving-but-terminating 2 min after deletion, deleted one then the other, each " +
 		"stage dialled once the agent and kube-proxy have both programmed it; the client on the first worker",
-	exercises: "internal/translate/endpoints.go (SelectEndpoints: terminating endpoints in bands after every ready one), " +
+	Exercises: "internal/translate/endpoints.go (SelectEndpoints: terminating endpoints in bands after every ready one), " +
 		"internal/translate/cluster.go (LoadAssignment priorities), nodeproxy/internal/lb/priority.go",
-	setup:      fmt.Sprintf("2 echo backends that stay serving-but-terminating for %s after deletion (preStop sleep, long grace; readiness fails on SIGTERM like netexec --delay-shutdown); deleted one, then the other; kube-proxy ClusterIP entries deleted", drainDelay),
-	redExpect:  "no backend reply at any stage",
-	greenMeans: "while one ready endpoint exists no connection reaches the terminating one; with none ready, connections reach the terminating ones",
-	timeout:    8 * time.Minute,
-	chance: fmt.Sprintf("nothing statistical: every attempt of every stage must reach a backend in the stage's state, each within %s "+
+	Setup:      fmt.Sprintf("2 echo backends that stay serving-but-terminating for %s after deletion (preStop sleep, long grace; readiness fails on SIGTERM like netexec --delay-shutdown); deleted one, then the other; kube-proxy ClusterIP entries deleted", drainDelay),
+	RedExpect:  "no backend reply at any stage",
+	GreenMeans: "while one ready endpoint exists no connection reaches the terminating one; with none ready, connections reach the terminating ones",
+	Timeout:    8 * time.Minute,
+	Chance: fmt.Sprintf("nothing statistical: every attempt of every stage must reach a backend in the stage's state, each within %s "+
 		"(workload.AttemptTimeout); each stage starts once every node's proxy serves the stage's endpoints and every node's kube-proxy has synced the change (the guard having cut again what the sync restored)", workload.AttemptTimeout),
-	services: func(dw *drainWorkload) []measure.Dialled { return []measure.Dialled{measure.ServicePort(dw.svc, 80)} },
-	prepare: func(ctx context.Context) (*drainWorkload, error) {
+	Services: func(dw *drainWorkload) []measure.Dialled { return []measure.Dialled{measure.ServicePort(dw.svc, 80)} },
+	Prepare: func(ctx context.Context) (*drainWorkload, error) {
 		svc := workload.Service(suite.legsNS, "drain", workload.ServiceOptions{Selector: map[string]string{workload.AppLabel: "drain"}, Cut: true})
 		if err := suite.cluster.Create(ctx, svc); err != nil {
 			return nil, err
@@ -65,7 +66,7 @@ var _ = defineLeg(leg[*drainWorkload]{
 		}
 		return &drainWorkload{svc: svc, to: workload.Addr(svc, 80)}, nil
 	},
-	measure: func(ctx context.Context, dw *drainWorkload, run *evidence.Run) {
+	Measure: func(ctx context.Context, dw *drainWorkload, run *evidence.Run) {
 		if err := measureDrain(ctx, dw, run); err != nil {
 			run.Error = err.Error()
 		}

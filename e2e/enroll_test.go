@@ -15,12 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/leg"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
@@ -52,35 +53,36 @@ var enrollChance = allSucceed + "; the agent-down check (prepare) waits on signa
 // labelled for the guard, and one of its own namespace that only the guard's namespace mode
 // cut. A plain pod in a namespace that is not enrolled is left alone, and starts while the
 // agent is unreachable.
-var _ = defineLeg(leg[enrollWorkload]{
-	name: "enroll",
-	workloads: "svclb-cni on every node (node DaemonSet with manifests.CNIOptions, for this leg only); namespace svclb-enroll labelled " +
+var _ = leg.Define(legs, leg.Leg[enrollWorkload]{
+	Name:  "enroll",
+	Needs: leg.Needs{Workers: 1},
+	Workloads: "svclb-cni on every node (node DaemonSet with manifests.CNIOptions, for this leg only); namespace svclb-enroll labelled " +
 		"svclb.dev/mesh=enabled with a plain client Deployment (no init container, label or capability) on the first worker; Service enroll " +
 		"(2 echo backends, labelled cut) and Service svclb-enroll/nsmode (2 echo backends, no label: the guard cuts it for its namespace, by the agent's " +
 		"selector); a plain control pod in the legs' namespace; prepared once: the agent's socket removed, a pod of the enrolled namespace and a plain pod of " +
 		"the legs' namespace created on that node, the agent restarted",
-	exercises: "cmd/svclb-cni and internal/cniplugin (ADD/CHECK/DEL), internal/capture (Install on the sandbox's netns), internal/enroll (the " +
+	Exercises: "cmd/svclb-cni and internal/cniplugin (ADD/CHECK/DEL), internal/capture (Install on the sandbox's netns), internal/enroll (the " +
 		"plugin↔agent socket), agent/enrollment.go and enrollfile.go (decision from informers, listener on the plugin's netns path), agent/namespaceview.go (the " +
 		"enrolled namespaces published for the plugin, which starts the others' pods without the agent), " +
 		"internal/cniinstall (00-svclb.conflist), pkg/kubeproxyguard/namespaces.go and selector.go (WatchServicesByNamespace, the agent's selector)",
-	setup: "svclb-cni installed on every node (the node DaemonSet's cni-install sidecar); the guard follows the agent's namespace selector (" +
+	Setup: "svclb-cni installed on every node (the node DaemonSet's cni-install sidecar); the guard follows the agent's namespace selector (" +
 		contract.DefaultNamespaceSelector + ", the ConfigMap's default); namespace " + enrollNS + " labelled " + contract.DefaultNamespaceSelector +
 		" with a plain client Deployment (no init container, label or capability); Service enroll in the legs' namespace (2 echo backends, labelled cut); " +
 		"Service " + enrollNS + "/nsmode (2 echo backends, no svclb label: cut by the guard for its namespace); " +
 		"a plain client in the legs' namespace (not enrolled) as control",
-	redExpect: "the enrolled client is captured (the agent lists it, set up by the plugin) but with Phase 1 off its connections to both cut VIPs " +
+	RedExpect: "the enrolled client is captured (the agent lists it, set up by the plugin) but with Phase 1 off its connections to both cut VIPs " +
 		"pass through to kube-proxy's REJECT: no reply, the proxy closes every attempt",
-	greenMeans: "every attempt of the enrolled client to both Services gets a backend's reply through its node's svc: clusters; " +
+	GreenMeans: "every attempt of the enrolled client to both Services gets a backend's reply through its node's svc: clusters; " +
 		"in both runs the agent lists the enrolled client with a listener and not the control; " +
 		"(prepared once) a pod of the enrolled namespace created while the agent is unreachable starts only after the agent is back, captured, " +
 		"and a pod of a namespace not enrolled created then on the same node is Ready without the agent",
-	chance:  enrollChance,
-	timeout: 8 * time.Minute,
-	prepare: prepareEnroll,
-	services: func(w enrollWorkload) []measure.Dialled {
+	Chance:  enrollChance,
+	Timeout: 8 * time.Minute,
+	Prepare: prepareEnroll,
+	Services: func(w enrollWorkload) []measure.Dialled {
 		return []measure.Dialled{measure.ServicePort(w.labelled, 80), measure.ServicePort(w.byNamespace, 80)}
 	},
-	measure: func(ctx context.Context, w enrollWorkload, run *evidence.Run) {
+	Measure: func(ctx context.Context, w enrollWorkload, run *evidence.Run) {
 		for _, svc := range []*corev1.Service{w.labelled, w.byNamespace} {
 			measure.FromEveryClient(ctx, suite.cluster, []corev1.Pod{w.enrolled}, workload.Addr(svc, 80), workload.Quick, run)
 			if run.Error != "" {

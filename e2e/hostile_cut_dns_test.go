@@ -12,9 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/leg"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 )
 
@@ -25,25 +26,25 @@ const hostileCutDNSName = "kubernetes.default.svc.cluster.local."
 // serves TCP ports other than 53 only, so the guard cuts kube-dns' metrics port and leaves its
 // UDP and TCP port 53 to kube-proxy: DNS keeps answering, for meshed pods and everyone else,
 // and unlabelled, every entry is kube-proxy's again.
-var _ = defineLeg(leg[*corev1.Service]{
-	name:      "hostile-cut-dns",
-	control:   true,
-	workloads: "Service kube-system/kube-dns, labelled for the guard for the run and unlabelled after it; the meshed client on every node resolves a name over UDP and over TCP",
-	exercises: "pkg/kubeproxyguard (contract.MeshServes: only TCP ports other than 53 are cut; RestoreUnchosen), internal/capture/capture.go (TCP 53 returned unmarked)",
-	setup: fmt.Sprintf("kube-system/kube-dns labelled %s; the meshed client on every node resolves %s %d times over UDP and %d times over TCP; the label removed",
+var _ = leg.Define(legs, leg.Leg[*corev1.Service]{
+	Name:      "hostile-cut-dns",
+	Control:   true,
+	Workloads: "Service kube-system/kube-dns, labelled for the guard for the run and unlabelled after it; the meshed client on every node resolves a name over UDP and over TCP",
+	Exercises: "pkg/kubeproxyguard (contract.MeshServes: only TCP ports other than 53 are cut; RestoreUnchosen), internal/capture/capture.go (TCP 53 returned unmarked)",
+	Setup: fmt.Sprintf("kube-system/kube-dns labelled %s; the meshed client on every node resolves %s %d times over UDP and %d times over TCP; the label removed",
 		"svclb.dev/kube-proxy=deleted", hostileCutDNSName, dnsLookups, dnsLookups),
-	redExpect: "same as green (control leg): the guard leaves UDP and TCP/53 to kube-proxy whatever the Phase flags",
-	greenMeans: "on every node the guard cuts kube-dns' TCP ports other than 53 and leaves its udp/53 and tcp/53 elements with kube-proxy's verdict; every lookup over UDP and over TCP answers; " +
+	RedExpect: "same as green (control leg): the guard leaves UDP and TCP/53 to kube-proxy whatever the Phase flags",
+	GreenMeans: "on every node the guard cuts kube-dns' TCP ports other than 53 and leaves its udp/53 and tcp/53 elements with kube-proxy's verdict; every lookup over UDP and over TCP answers; " +
 		"once unlabelled, every node's kube-proxy table holds kube-dns' entries uncut again",
-	chance: fmt.Sprintf("nothing statistical: every lookup must answer within %s, the guard cut and restore within 60 s each", dnsTimeout),
-	prepare: func(ctx context.Context) (*corev1.Service, error) {
+	Chance: fmt.Sprintf("nothing statistical: every lookup must answer within %s, the guard cut and restore within 60 s each", dnsTimeout),
+	Prepare: func(ctx context.Context) (*corev1.Service, error) {
 		svc, err := suite.cluster.CS.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("get Service kube-system/kube-dns: %w", err)
 		}
 		return svc, nil
 	},
-	measure: measureHostileCutDNS,
+	Measure: measureHostileCutDNS,
 })
 
 func measureHostileCutDNS(ctx context.Context, kubeDNS *corev1.Service, run *evidence.Run) {

@@ -9,9 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -39,24 +40,25 @@ type hostileLoopWorkload struct {
 // loop through the node proxy's passthrough until the proxy ran out of file descriptors,
 // cutting every meshed pod on that node off from every Service. The capture resets such a dial in
 // the meshed pod's netns and the listener binds loopback only, whatever the Phase flags.
-var _ = defineLeg(leg[*hostileLoopWorkload]{
-	name:    "hostile-loop",
-	early:   true,
-	control: true,
-	workloads: "a plain pod (not meshed) on another node dials the first worker's meshed client at <podIP>:18001; echo Deployment hloop (1 pod, no " +
+var _ = leg.Define(legs, leg.Leg[*hostileLoopWorkload]{
+	Name:    "hostile-loop",
+	Needs:   leg.Needs{Workers: 1},
+	Early:   true,
+	Control: true,
+	Workloads: "a plain pod (not meshed) on another node dials the first worker's meshed client at <podIP>:18001; echo Deployment hloop (1 pod, no " +
 		"Service): every client dials its pod IP:8080",
-	exercises: "internal/capture/capture.go (inputRule: TCP to :18001 from outside lo is reset), internal/translate/listener.go (the listener " +
+	Exercises: "internal/capture/capture.go (inputRule: TCP to :18001 from outside lo is reset), internal/translate/listener.go (the listener " +
 		"binds 127.0.0.1)",
-	setup: fmt.Sprintf("a pod that is not meshed dials the meshed client of another node at <podIP>:%d %d times; then every meshed client dials an echo pod's IP:8080 (outside the Service range, through the proxy's passthrough)",
+	Setup: fmt.Sprintf("a pod that is not meshed dials the meshed client of another node at <podIP>:%d %d times; then every meshed client dials an echo pod's IP:8080 (outside the Service range, through the proxy's passthrough)",
 		contract.CapturePort, hostileLoopDials),
-	redExpect: "same as green (control leg): the capture port is closed to other hosts whatever the Phase flags",
-	greenMeans: fmt.Sprintf("every dial of <podIP>:%d is refused at once; in the %s after them the target node's cluster.%s.upstream_cx_total rises by at most 1 and its proxy's open fds by less than %d; every meshed client's passthrough attempt replies",
+	RedExpect: "same as green (control leg): the capture port is closed to other hosts whatever the Phase flags",
+	GreenMeans: fmt.Sprintf("every dial of <podIP>:%d is refused at once; in the %s after them the target node's cluster.%s.upstream_cx_total rises by at most 1 and its proxy's open fds by less than %d; every meshed client's passthrough attempt replies",
 		contract.CapturePort, hostileLoopWatch, contract.PassthroughCluster, hostileLoopFDSlack),
-	chance: "nothing statistical: each dial of the capture port must be refused (a reset, within " + workload.AttemptTimeout.String() + "), and " + allSucceed,
-	services: func(w *hostileLoopWorkload) []measure.Dialled {
+	Chance: "nothing statistical: each dial of the capture port must be refused (a reset, within " + workload.AttemptTimeout.String() + "), and " + allSucceed,
+	Services: func(w *hostileLoopWorkload) []measure.Dialled {
 		return []measure.Dialled{{To: w.echo, OutsideRange: true}}
 	},
-	prepare: func(ctx context.Context) (*hostileLoopWorkload, error) {
+	Prepare: func(ctx context.Context) (*hostileLoopWorkload, error) {
 		workers := suite.cluster.Workers()
 		if len(suite.clients) < 2 || len(workers) == 0 {
 			return nil, fmt.Errorf("hostile-loop needs two nodes with a meshed client, one of them a worker (have %d clients, %d workers)", len(suite.clients), len(workers))
@@ -87,7 +89,7 @@ var _ = defineLeg(leg[*hostileLoopWorkload]{
 		return &hostileLoopWorkload{attacker: attackers[0], target: *target,
 			echo: net.JoinHostPort(echoes[0].Status.PodIP, strconv.Itoa(workload.EchoPort))}, nil
 	},
-	measure: measureHostileLoop,
+	Measure: measureHostileLoop,
 })
 
 func measureHostileLoop(ctx context.Context, w *hostileLoopWorkload, run *evidence.Run) {

@@ -15,9 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
+	"github.com/aether-mesh/svclb/fixtures/leg"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
@@ -69,37 +70,38 @@ func (w *hostileScanWorkload) names() int {
 // contract.OnDemandPendingMax of them and answers the rest as not existing; a Service created
 // afterwards at a scanned address is still served; the refusal log writes a bounded number of
 // lines and summarises the rest.
-var _ = defineLeg(leg[*hostileScanWorkload]{
-	name:    "hostile-scan",
-	control: true,
-	workloads: fmt.Sprintf("the first worker's meshed client scans the Service range: every address on port %d and the first %d addresses on ports %d-%d; "+
+var _ = leg.Define(legs, leg.Leg[*hostileScanWorkload]{
+	Name:    "hostile-scan",
+	Needs:   leg.Needs{Workers: 1},
+	Control: true,
+	Workloads: fmt.Sprintf("the first worker's meshed client scans the Service range: every address on port %d and the first %d addresses on ports %d-%d; "+
 		"echo Deployment hscan (1 pod); per run Service %s (port %d, not cut) created after the scan at the highest free address; green sets ConfigMap cds=on-demand",
 		hostileScanWidePort, hostileScanDeepHosts, hostileScanDeepFrom, hostileScanDeepFrom+hostileScanDeepPorts-1, hostileScanService, hostileScanWidePort),
-	exercises: "agent/pending.go, admission.go (the pending bound, forgotten addresses, re-checks by address), agent/internal/xdsserver/forget.go " +
+	Exercises: "agent/pending.go, admission.go (the pending bound, forgotten addresses, re-checks by address), agent/internal/xdsserver/forget.go " +
 		"(names answered removed), refusallog.go and internal/ratelog (refusal lines rate-limited), pkg/svcindex ChangesSince, nodeproxy/ondemand.go (Missing)",
-	setup: fmt.Sprintf("%d dials at once, %s each, from one meshed client; then a Service at a scanned address; red with the Phase flags off "+
+	Setup: fmt.Sprintf("%d dials at once, %s each, from one meshed client; then a Service at a scanned address; red with the Phase flags off "+
 		"(the scan passes through to kube-proxy, which drops unallocated ClusterIPs on the node), green with them on and cds=on-demand; "+
 		"after each run the scanning node's DaemonSet pod is replaced, so what the scan left in its agent and proxy goes",
 		hostileScanParallel, hostileScanDialTimeout),
-	redExpect: "same as green (control leg): the agent keeps nothing of a scan it does not see, and kube-proxy serves the new Service",
-	greenMeans: fmt.Sprintf("on the scanning node the agent's pending names stay at or under %d during and after the scan (/status, %s), its RSS stays under %d MiB; "+
+	RedExpect: "same as green (control leg): the agent keeps nothing of a scan it does not see, and kube-proxy serves the new Service",
+	GreenMeans: fmt.Sprintf("on the scanning node the agent's pending names stay at or under %d during and after the scan (/status, %s), its RSS stays under %d MiB; "+
 		"the Service created after the scan at a scanned address replies within %s; the agent writes at most %d + %d/s refusal lines for the scanning pod per reason, "+
 		"counts the rest in %s and summarises them within %s",
 		contract.OnDemandPendingMax, contract.MetricOnDemandPending, hostileScanRSS>>20, hostileScanServedWithin, contract.RefusalLogBurst, contract.RefusalLogPerSecond,
 		contract.MetricLogSuppressed, hostileScanSummaryWithin),
-	agentConfig: func(on bool) map[string]string {
+	AgentConfig: func(on bool) map[string]string {
 		if on {
 			return map[string]string{contract.KeyCDS: string(agentstatus.CDSOnDemand)}
 		}
 		return map[string]string{contract.KeyCDS: string(agentstatus.CDSProactive)}
 	},
-	chance: fmt.Sprintf("nothing statistical: the bounds are the agent's, checked after a scan whose dials may fail as they like (%s each); "+
+	Chance: fmt.Sprintf("nothing statistical: the bounds are the agent's, checked after a scan whose dials may fail as they like (%s each); "+
 		"the new Service must reply within %s", hostileScanDialTimeout, hostileScanServedWithin),
 	// No services: the leg judges what it reads itself; the per-Service counter checks would
 	// tell red from green, which a control leg must not.
-	timeout: 15 * time.Minute,
-	prepare: prepareHostileScan,
-	measure: measureHostileScan,
+	Timeout: 15 * time.Minute,
+	Prepare: prepareHostileScan,
+	Measure: measureHostileScan,
 })
 
 func prepareHostileScan(ctx context.Context) (*hostileScanWorkload, error) {

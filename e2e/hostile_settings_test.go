@@ -12,8 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/fixtures/agent"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
+	"github.com/aether-mesh/svclb/fixtures/leg"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -30,19 +31,19 @@ const (
 // changes nothing: every agent keeps the Phase it had and names the value it refused, and
 // every capture listener keeps sending the Service range where it did. Before, a value that
 // did not parse fell back to the flag default, on.
-var _ = defineLeg(leg[netip.Addr]{
-	name:      "hostile-settings",
-	control:   true,
-	workloads: "none: the agent ConfigMap's phase1 key, set to \"off\" for the run and back to the run's value after it",
-	exercises: "agent/settings.go (parseSettings: exact values, the last good value kept), agent/status.go (settingsErrors)",
-	setup: fmt.Sprintf("the agent ConfigMap's %s set to %q, then back to the run's value; every node's agent /status and proxy config_dump read before and after",
+var _ = leg.Define(legs, leg.Leg[netip.Addr]{
+	Name:      "hostile-settings",
+	Control:   true,
+	Workloads: "none: the agent ConfigMap's phase1 key, set to \"off\" for the run and back to the run's value after it",
+	Exercises: "agent/settings.go (parseSettings: exact values, the last good value kept), agent/status.go (settingsErrors)",
+	Setup: fmt.Sprintf("the agent ConfigMap's %s set to %q, then back to the run's value; every node's agent /status and proxy config_dump read before and after",
 		contract.KeyPhase1, hostileSettingsValue),
-	redExpect: "same as green (control leg): the bad value changes nothing whatever the Phase flags",
-	greenMeans: fmt.Sprintf("every agent keeps the %s it had and lists %s in settingsErrors with the value %q; every node's capture listeners send the Service range to the chain they did before; with the run's value back, no agent lists a settings error",
+	RedExpect: "same as green (control leg): the bad value changes nothing whatever the Phase flags",
+	GreenMeans: fmt.Sprintf("every agent keeps the %s it had and lists %s in settingsErrors with the value %q; every node's capture listeners send the Service range to the chain they did before; with the run's value back, no agent lists a settings error",
 		contract.KeyPhase1, contract.KeyPhase1, hostileSettingsValue),
-	chance: fmt.Sprintf("nothing statistical: every agent must report within %s", hostileSettingsWithin),
+	Chance: fmt.Sprintf("nothing statistical: every agent must report within %s", hostileSettingsWithin),
 	// Any address in the Service range: kube-dns' ClusterIP.
-	prepare: func(ctx context.Context) (netip.Addr, error) {
+	Prepare: func(ctx context.Context) (netip.Addr, error) {
 		kd, err := suite.cluster.CS.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
 		if err != nil {
 			return netip.Addr{}, fmt.Errorf("get Service kube-system/kube-dns: %w", err)
@@ -53,7 +54,7 @@ var _ = defineLeg(leg[netip.Addr]{
 		}
 		return a, nil
 	},
-	measure: measureHostileSettings,
+	Measure: measureHostileSettings,
 })
 
 // rangeChains is the chain every capture listener on every node gives inRange, "node/listener"

@@ -11,10 +11,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/leg"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
@@ -28,17 +29,18 @@ var hostileStatusPorts = []int{contract.AgentPort, contract.GuardPort, contract.
 // paths and the Services cut; their HTTP listens on 127.0.0.1 only, and the suite reads it with
 // the binaries' own get command in their containers (pods/exec). Before, both listened on the
 // node's InternalIP and any pod read them.
-var _ = defineLeg(leg[*corev1.Pod]{
-	name:      "hostile-status",
-	control:   true,
-	workloads: "a plain pod (not meshed) on the first worker",
-	exercises: "fixtures/manifests/node.go and fixtures/guard/guard.go (--http and --listen on 127.0.0.1), internal/loopget (the get command the suite reads through)",
-	setup: fmt.Sprintf("the plain pod dials every node's InternalIP at the agent's :%d, the guard's :%d and the proxy admin's :%d; the suite reads every agent's and guard's /status with kubectl exec",
+var _ = leg.Define(legs, leg.Leg[*corev1.Pod]{
+	Name:      "hostile-status",
+	Needs:     leg.Needs{Workers: 1},
+	Control:   true,
+	Workloads: "a plain pod (not meshed) on the first worker",
+	Exercises: "fixtures/manifests/node.go and fixtures/guard/guard.go (--http and --listen on 127.0.0.1), internal/loopget (the get command the suite reads through)",
+	Setup: fmt.Sprintf("the plain pod dials every node's InternalIP at the agent's :%d, the guard's :%d and the proxy admin's :%d; the suite reads every agent's and guard's /status with kubectl exec",
 		contract.AgentPort, contract.GuardPort, contract.ProxyAdminPort),
-	redExpect:  "same as green (control leg): where the daemons listen does not depend on the Phase flags",
-	greenMeans: "every dial is refused (the node answers with a reset: nothing listens there); every agent's and every guard's /status is read through its container",
-	chance:     "nothing statistical: each dial must be refused within " + workload.AttemptTimeout.String(),
-	prepare: func(ctx context.Context) (*corev1.Pod, error) {
+	RedExpect:  "same as green (control leg): where the daemons listen does not depend on the Phase flags",
+	GreenMeans: "every dial is refused (the node answers with a reset: nothing listens there); every agent's and every guard's /status is read through its container",
+	Chance:     "nothing statistical: each dial must be refused within " + workload.AttemptTimeout.String(),
+	Prepare: func(ctx context.Context) (*corev1.Pod, error) {
 		workers := suite.cluster.Workers()
 		if len(workers) == 0 {
 			return nil, fmt.Errorf("hostile-status needs a worker node")
@@ -52,7 +54,7 @@ var _ = defineLeg(leg[*corev1.Pod]{
 		}
 		return &pods[0], nil
 	},
-	measure: measureHostileStatus,
+	Measure: measureHostileStatus,
 })
 
 func measureHostileStatus(ctx context.Context, from *corev1.Pod, run *evidence.Run) {

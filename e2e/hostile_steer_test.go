@@ -12,10 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -49,27 +50,28 @@ type hostileSteerWorkload struct {
 // loopback and link-local included, and the node proxy's passthrough would dial it from the
 // node's netns, as the node: the proxy's admin, the kubelet, the cloud's metadata. The capture
 // listener refuses node-local destinations whatever the Phase flags.
-var _ = defineLeg(leg[*hostileSteerWorkload]{
-	name:    "hostile-steer",
-	control: true,
-	workloads: "meshed pod hsteer-client (app container with NET_ADMIN) on the first worker, which steers its own capture; echo Deployment hsteer " +
+var _ = leg.Define(legs, leg.Leg[*hostileSteerWorkload]{
+	Name:    "hostile-steer",
+	Needs:   leg.Needs{Workers: 1},
+	Control: true,
+	Workloads: "meshed pod hsteer-client (app container with NET_ADMIN) on the first worker, which steers its own capture; echo Deployment hsteer " +
 		"(1 pod) behind Service hsteer",
-	exercises: "internal/translate/listener.go (refusedChain, NodeLocalPrefixes: cap_refused to the blackhole cluster), agent/internal/xdsserver/nodelocal.go " +
+	Exercises: "internal/translate/listener.go (refusedChain, NodeLocalPrefixes: cap_refused to the blackhole cluster), agent/internal/xdsserver/nodelocal.go " +
 		"(the node-local refusal log and counter), nodeproxy/proxy.go (a STATIC cluster without endpoints), fixtures/capture/steer.go",
-	setup: fmt.Sprintf("hsteer-client runs `svclb-echo steer` (an nftables route chain after the capture's that marks its TCP to 127.0.0.1:%d, to its node's InternalIP:%d "+
+	Setup: fmt.Sprintf("hsteer-client runs `svclb-echo steer` (an nftables route chain after the capture's that marks its TCP to 127.0.0.1:%d, to its node's InternalIP:%d "+
 		"and to 169.254.169.254:80 with the capture mark), then dials each %d times; then the Service hsteer from hsteer-client and the echo pod's IP from every meshed client",
 		contract.ProxyAdminPort, kubeletPort, hostileSteerDials),
-	redExpect: "same as green (control leg): node-local destinations are refused whatever the Phase flags",
-	greenMeans: fmt.Sprintf("every dial of a steered destination ends at once (closed by the proxy, in under %s); on the pod's node the proxy's tcp.%s.downstream_cx_total "+
+	RedExpect: "same as green (control leg): node-local destinations are refused whatever the Phase flags",
+	GreenMeans: fmt.Sprintf("every dial of a steered destination ends at once (closed by the proxy, in under %s); on the pod's node the proxy's tcp.%s.downstream_cx_total "+
 		"and the agent's %s (counted from the proxy's access log) rise by at least every dial; the agent logs a %q refusal naming the pod and each destination; "+
 		"the proxy's admin still answers, the Service and the passthrough reply",
 		hostileSteerAtOnce, contract.ChainRefused, agent.NodeLocalRefusedMetric, contract.ReasonNodeLocal),
-	chance: "nothing statistical: each steered dial must be closed within " + hostileSteerAtOnce.String() + " (the proxy closes at accept; a passthrough waits), and " + allSucceed,
-	services: func(w *hostileSteerWorkload) []measure.Dialled {
+	Chance: "nothing statistical: each steered dial must be closed within " + hostileSteerAtOnce.String() + " (the proxy closes at accept; a passthrough waits), and " + allSucceed,
+	Services: func(w *hostileSteerWorkload) []measure.Dialled {
 		return []measure.Dialled{{To: w.echo, OutsideRange: true}}
 	},
-	prepare: prepareHostileSteer,
-	measure: measureHostileSteer,
+	Prepare: prepareHostileSteer,
+	Measure: measureHostileSteer,
 })
 
 func prepareHostileSteer(ctx context.Context) (*hostileSteerWorkload, error) {

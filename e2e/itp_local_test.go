@@ -8,37 +8,39 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 )
 
 // itp-local: only same-node endpoints; a node without one refuses.
-var _ = defineLeg(leg[*workload.Pinned]{
-	name:      "itp-local",
-	early:     true,
-	workloads: "Service itp (internalTrafficPolicy Local, one echo backend per worker, cut); clients on every node",
-	exercises: "internal/translate/endpoints.go (SelectEndpoints: this node's endpoints only, an empty cluster elsewhere); the refusal path of " +
+var _ = leg.Define(legs, leg.Leg[*workload.Pinned]{
+	Name:      "itp-local",
+	Needs:     leg.Needs{Workers: 2},
+	Early:     true,
+	Workloads: "Service itp (internalTrafficPolicy Local, one echo backend per worker, cut); clients on every node",
+	Exercises: "internal/translate/endpoints.go (SelectEndpoints: this node's endpoints only, an empty cluster elsewhere); the refusal path of " +
 		"refuse-no-endpoints",
-	setup:     "internalTrafficPolicy Local, one echo backend on each worker, none on the control plane; kube-proxy ClusterIP entries deleted",
-	redExpect: "no backend reply from any node",
-	greenMeans: "clients on a worker reach only their own node's backend; the client on the control plane is refused (no-endpoints): " +
+	Setup:     "internalTrafficPolicy Local, one echo backend on each worker, none on the control plane; kube-proxy ClusterIP entries deleted",
+	RedExpect: "no backend reply from any node",
+	GreenMeans: "clients on a worker reach only their own node's backend; the client on the control plane is refused (no-endpoints): " +
 		"its node's agent counts each refusal and logs a record of it",
-	chance: fmt.Sprintf("nothing statistical: each node's proxy holds only its own node's endpoint (none on the control plane), so where a reply comes from is decided, not drawn; "+
+	Chance: fmt.Sprintf("nothing statistical: each node's proxy holds only its own node's endpoint (none on the control plane), so where a reply comes from is decided, not drawn; "+
 		"every worker attempt must succeed within %s (workload.AttemptTimeout)", workload.AttemptTimeout),
-	prepare: func(ctx context.Context) (*workload.Pinned, error) {
+	Prepare: func(ctx context.Context) (*workload.Pinned, error) {
 		return workload.DeployPinned(ctx, suite.cluster, suite.legsNS, "itp", cluster.NodeNames(suite.cluster.Workers()),
 			workload.ServiceOptions{Cut: true, Mutate: internalTrafficPolicyLocal})
 	},
 	// The per-node evidence checks the refusals: on the control plane the
 	// agent counts each proxy-closed attempt no-endpoints, elsewhere none.
-	services: func(p *workload.Pinned) []measure.Dialled {
+	Services: func(p *workload.Pinned) []measure.Dialled {
 		return []measure.Dialled{measure.ServicePort(p.Service, 80).Refused(agent.ReasonNoEndpoints)}
 	},
-	measure: func(ctx context.Context, p *workload.Pinned, run *evidence.Run) {
+	Measure: func(ctx context.Context, p *workload.Pinned, run *evidence.Run) {
 		per := measure.FromEveryClient(ctx, suite.cluster, suite.clients, p.To, workload.Quick, run)
 		if per == nil {
 			return

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"errors"
-	"fmt"
 	"slices"
 	"testing"
 )
@@ -11,7 +9,7 @@ import (
 // run records it (evidence order.json) and the report lists the legs in it;
 // docs/legs.md follows it too. Adding a leg is its file and its line here:
 // a leg defined but not listed, or listed but not defined, fails the
-// package's init (inLegOrder).
+// package's init (leg.InOrder).
 var legOrder = []string{
 	"reach",
 	"reach-after-resync",
@@ -55,74 +53,14 @@ var legOrder = []string{
 	"hostile-scan",
 }
 
-// inLegOrder returns the defined legs in the order of order. Every leg must
-// be listed once and every name listed defined once: a leg left out would
-// have no chosen place among the disruptive ones, and a name without a leg
-// is a leg renamed or removed in one place only.
-func inLegOrder(defined []registered, order []string) ([]registered, error) {
-	byName := map[string]registered{}
-	var errs []error
-	for _, l := range defined {
-		if _, dup := byName[l.name]; dup {
-			errs = append(errs, fmt.Errorf("leg %q is defined twice", l.name))
-		}
-		byName[l.name] = l
-		if !slices.Contains(order, l.name) {
-			errs = append(errs, fmt.Errorf("leg %q (%s) is not in legOrder (legs_test.go)", l.name, l.file))
-		}
-	}
-	out := make([]registered, 0, len(order))
-	for i, name := range order {
-		if slices.Contains(order[:i], name) {
-			errs = append(errs, fmt.Errorf("legOrder lists %q twice", name))
-			continue
-		}
-		l, ok := byName[name]
-		if !ok {
-			errs = append(errs, fmt.Errorf("legOrder lists %q, which no file defines (defineLeg)", name))
-			continue
-		}
-		out = append(out, l)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// TestLegOrder: the suite's legs are exactly legOrder's, in its order, and
-// inLegOrder refuses every way the two can disagree.
+// TestLegOrder: the suite's legs are exactly legOrder's, in its order
+// (leg.InOrder's own test covers every way the two can disagree).
 func TestLegOrder(t *testing.T) {
 	var names []string
-	for _, l := range legs {
-		names = append(names, l.name)
+	for _, l := range legs.Legs() {
+		names = append(names, l.Name)
 	}
 	if !slices.Equal(names, legOrder) {
 		t.Errorf("the suite's legs %v, want legOrder %v", names, legOrder)
-	}
-	def := func(names ...string) []registered {
-		var out []registered
-		for _, n := range names {
-			out = append(out, registered{name: n, file: n + "_test.go"})
-		}
-		return out
-	}
-	got, err := inLegOrder(def("b", "a", "c"), []string{"a", "b", "c"})
-	if err != nil || len(got) != 3 || got[0].name != "a" || got[1].name != "b" || got[2].name != "c" {
-		t.Fatalf("inLegOrder = %v, %v; want a, b, c", got, err)
-	}
-	for _, c := range []struct {
-		name    string
-		defined []registered
-		order   []string
-	}{
-		{"defined, not listed", def("a", "b"), []string{"a"}},
-		{"listed, not defined", def("a"), []string{"a", "b"}},
-		{"defined twice", def("a", "a"), []string{"a"}},
-		{"listed twice", def("a"), []string{"a", "a"}},
-	} {
-		if _, err := inLegOrder(c.defined, c.order); err == nil {
-			t.Errorf("%s: inLegOrder accepted legs %v in order %v", c.name, c.defined, c.order)
-		}
 	}
 }

@@ -13,11 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -43,21 +44,21 @@ type namedPortWorkload struct {
 // named-port: a named targetPort resolves per endpoint, from the
 // EndpointSlice's port of that name; a name no pod declares leaves the
 // Service port without endpoints, refused no-endpoints.
-var _ = defineLeg(leg[*namedPortWorkload]{
-	name:      "named-port",
-	early:     true,
-	workloads: "Service np (cut): port 80 → targetPort web, declared as 8080 by np-a and 9090 by np-b; port 81 → a name no pod declares",
-	exercises: "internal/translate/endpoints.go (SelectEndpoints: the slice's port of the Service port's name), internal/translate/cluster.go (one " +
+var _ = leg.Define(legs, leg.Leg[*namedPortWorkload]{
+	Name:      "named-port",
+	Early:     true,
+	Workloads: "Service np (cut): port 80 → targetPort web, declared as 8080 by np-a and 9090 by np-b; port 81 → a name no pod declares",
+	Exercises: "internal/translate/endpoints.go (SelectEndpoints: the slice's port of the Service port's name), internal/translate/cluster.go (one " +
 		"cluster per Service port); the refusal path of refuse-no-endpoints",
-	setup: fmt.Sprintf("ClusterIP Service np (kube-proxy ClusterIP entries deleted) with port 80 → targetPort %q and port 81 → targetPort %q; "+
+	Setup: fmt.Sprintf("ClusterIP Service np (kube-proxy ClusterIP entries deleted) with port 80 → targetPort %q and port 81 → targetPort %q; "+
 		"pod np-a declares %q as %d and listens only there, pod np-b declares it as %d and listens only there; no pod declares %q",
 		namedPortName, namedPortAbsent, namedPortName, namedPortBackends["np-a"], namedPortBackends["np-b"], namedPortAbsent),
-	redExpect: measure.RedExpect,
-	greenMeans: fmt.Sprintf("every proxy assigns np:80 exactly np-a's IP:%d and np-b's IP:%d and np:81 no endpoint; every attempt on port 80 replies, from both pods; "+
+	RedExpect: measure.RedExpect,
+	GreenMeans: fmt.Sprintf("every proxy assigns np:80 exactly np-a's IP:%d and np-b's IP:%d and np:81 no endpoint; every attempt on port 80 replies, from both pods; "+
 		"every attempt on port 81 is refused by the proxy and %s{reason=%q} rises by exactly those attempts",
 		namedPortBackends["np-a"], namedPortBackends["np-b"], agent.RefusedMetric, agent.ReasonNoEndpoints),
-	chance: allSucceed + "; both pods replying: round robin over 2 hosts, 10 attempts per client",
-	prepare: func(ctx context.Context) (*namedPortWorkload, error) {
+	Chance: allSucceed + "; both pods replying: round robin over 2 hosts, 10 attempts per client",
+	Prepare: func(ctx context.Context) (*namedPortWorkload, error) {
 		ns := suite.legsNS
 		var objs []*corev1.Pod
 		for _, name := range slices.Sorted(maps.Keys(namedPortBackends)) {
@@ -94,10 +95,10 @@ var _ = defineLeg(leg[*namedPortWorkload]{
 		}
 		return w, nil
 	},
-	services: func(w *namedPortWorkload) []measure.Dialled {
+	Services: func(w *namedPortWorkload) []measure.Dialled {
 		return []measure.Dialled{measure.ServicePort(w.svc, 80), measure.ServicePort(w.svc, 81).Refused(agent.ReasonNoEndpoints)}
 	},
-	measure: func(ctx context.Context, w *namedPortWorkload, run *evidence.Run) {
+	Measure: func(ctx context.Context, w *namedPortWorkload, run *evidence.Run) {
 		if err := measureNamedPort(ctx, w, run); err != nil {
 			run.Error = err.Error()
 		}

@@ -12,10 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -53,29 +54,30 @@ func (w *newServiceWorkload) twinTo() string  { return net.JoinHostPort(w.twinIP
 
 // new-service: a Service created while the agent runs is reached through
 // it, and how long that takes next to kube-proxy on the same node.
-var _ = defineLeg(leg[*newServiceWorkload]{
-	name: "new-service",
-	workloads: "echo Deployment newsvc (2 pods, Ready first); per run Service newsvc (cut) and its unguarded twin newsvc-twin at ClusterIPs picked " +
+var _ = leg.Define(legs, leg.Leg[*newServiceWorkload]{
+	Name:  "new-service",
+	Needs: leg.Needs{Workers: 1},
+	Workloads: "echo Deployment newsvc (2 pods, Ready first); per run Service newsvc (cut) and its unguarded twin newsvc-twin at ClusterIPs picked " +
 		"in prepare; the meshed client and a client that is not meshed on the first worker dial them from before their creation until the " +
 		"first reply",
-	exercises: "agent/intake.go and batch.go (a Service's first sync: svc: cluster and its load assignment pushed), internal/translate/cluster.go " +
+	Exercises: "agent/intake.go and batch.go (a Service's first sync: svc: cluster and its load assignment pushed), internal/translate/cluster.go " +
 		"and endpoints.go; kube-proxy on the twin as the reference",
-	setup: "2 echo backends, Ready before any Service; per run two Services created at once at ClusterIPs chosen beforehand: newsvc, cut (kube-proxy ClusterIP entries deleted), dialled by the meshed client " +
+	Setup: "2 echo backends, Ready before any Service; per run two Services created at once at ClusterIPs chosen beforehand: newsvc, cut (kube-proxy ClusterIP entries deleted), dialled by the meshed client " +
 		"on the first worker, and its unguarded twin newsvc-twin dialled by a client on the same node that is not meshed (kube-proxy's path); " +
 		fmt.Sprintf("both clients dial every %s from before the creation until the first reply (the meshed client at most %s, the other %s); both Services deleted after the run",
 			newServiceInterval, newServiceMeshedWithin, newServiceWithin),
-	redExpect: "the meshed client never gets a reply through a svc: cluster, and once the guard has cut the Service none at all",
-	greenMeans: "the meshed client's first reply comes through the node proxy's svc: cluster of the new Service, and it keeps getting replies once the Service is cut; " +
+	RedExpect: "the meshed client never gets a reply through a svc: cluster, and once the guard has cut the Service none at all",
+	GreenMeans: "the meshed client's first reply comes through the node proxy's svc: cluster of the new Service, and it keeps getting replies once the Service is cut; " +
 		"the times from creation to the first reply through the agent and through kube-proxy (twin) are in the counters",
-	chance: fmt.Sprintf("nothing statistical: the first reply must come within %s of the creation (%s through kube-proxy; attempts %s apart, %s each), and the %d attempts once cut must all reply within %s each; "+
+	Chance: fmt.Sprintf("nothing statistical: the first reply must come within %s of the creation (%s through kube-proxy; attempts %s apart, %s each), and the %d attempts once cut must all reply within %s each; "+
 		"the meshed probe's attempts before the Service exists are refused no-service in green and counted with it; in red it waits the whole bound, "+
 		"unless an attempt lands between kube-proxy programming the new Service and the guard cutting it (kube-proxy answers it; red then rests on the attempts once cut)",
 		newServiceMeshedWithin, newServiceWithin, newServiceInterval, newServiceAttempt, workload.Quick.Count, workload.AttemptTimeout),
-	prepare: prepareNewService,
-	services: func(w *newServiceWorkload) []measure.Dialled {
+	Prepare: prepareNewService,
+	Services: func(w *newServiceWorkload) []measure.Dialled {
 		return []measure.Dialled{{To: w.agentTo(), Namespace: suite.legsNS, Service: newServiceName, CreatedInRun: true}}
 	},
-	measure: func(ctx context.Context, w *newServiceWorkload, run *evidence.Run) {
+	Measure: func(ctx context.Context, w *newServiceWorkload, run *evidence.Run) {
 		if err := measureNewService(ctx, w, run); err != nil {
 			run.Error = err.Error()
 		}

@@ -12,11 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
+	"github.com/aether-mesh/svclb/fixtures/leg"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/internal/translate"
@@ -53,33 +54,34 @@ type onDemandWorkload struct {
 // on-demand: in the agent's on-demand CDS mode a node's proxy holds only the
 // clusters its pods dialled (ODCDS over ADS), and a connection to a name not
 // yet known is held while the proxy asks instead of being refused.
-var _ = defineLeg(leg[*onDemandWorkload]{
-	name: "on-demand",
-	workloads: "Service od (2 echo backends, cut), Service od-idle (never dialled), the client on the first worker; green sets ConfigMap " +
+var _ = leg.Define(legs, leg.Leg[*onDemandWorkload]{
+	Name:  "on-demand",
+	Needs: leg.Needs{Workers: 1},
+	Workloads: "Service od (2 echo backends, cut), Service od-idle (never dialled), the client on the first worker; green sets ConfigMap " +
 		"cds=on-demand",
-	exercises: "agent/settings.go (cds), admission.go, pending.go, demandfile.go (on-demand CDS, persisted demand), agent/metrics.go " +
+	Exercises: "agent/settings.go (cds), admission.go, pending.go, demandfile.go (on-demand CDS, persisted demand), agent/metrics.go " +
 		"(svclb_ondemand_refused_total), internal/translate/listener.go (tcp_proxy on_demand, OnDemandTimeout), nodeproxy/ondemand.go",
-	setup: "ClusterIP Service (2 echo backends, kube-proxy ClusterIP entries deleted) and a second Service nobody dials; one meshed client on a worker; " +
+	Setup: "ClusterIP Service (2 echo backends, kube-proxy ClusterIP entries deleted) and a second Service nobody dials; one meshed client on a worker; " +
 		"green also sets the agent's ConfigMap cds=on-demand (restored to proactive after the leg)",
-	redExpect: "no backend reply (passthrough to the VIP hits kube-proxy's REJECT); nothing demanded, nothing refused on demand",
-	greenMeans: "before any connection the node's proxy has no cluster for the Service; the first connection is held while the proxy asks and gets a reply; " +
+	RedExpect: "no backend reply (passthrough to the VIP hits kube-proxy's REJECT); nothing demanded, nothing refused on demand",
+	GreenMeans: "before any connection the node's proxy has no cluster for the Service; the first connection is held while the proxy asks and gets a reply; " +
 		"then the agent's demanded count rose and the proxy holds the dialled Service's cluster but not the undialled one's (nor do other nodes' proxies); " +
 		fmt.Sprintf("a dial to an unallocated Service-range address is held ~%s then closed, and %s{reason=%q} rises", onDemandTimeout, agent.OnDemandRefusedMetric, agent.ReasonNoService),
-	agentConfig: func(on bool) map[string]string {
+	AgentConfig: func(on bool) map[string]string {
 		if on {
 			return map[string]string{contract.KeyCDS: string(agentstatus.CDSOnDemand)}
 		}
 		return map[string]string{contract.KeyCDS: string(agentstatus.CDSProactive)}
 	},
-	chance: fmt.Sprintf("nothing statistical: every connection to the Service must be answered, the first one held up to %s while the proxy asks "+
+	Chance: fmt.Sprintf("nothing statistical: every connection to the Service must be answered, the first one held up to %s while the proxy asks "+
 		"(onDemandDialTimeout outlasts the proxy's %s on-demand timeout, so the client sees the proxy's close, not its own deadline); later ones within %s (workload.AttemptTimeout); "+
 		"the unallocated address must be closed %s ±1 s after it was dialled", onDemandDialTimeout, onDemandTimeout, workload.AttemptTimeout, onDemandTimeout),
 	// The persisted-demand check restarts the client node's DaemonSet pod:
 	// it banks that node's counters first (beforeNodeRestart).
-	services: func(wl *onDemandWorkload) []measure.Dialled {
+	Services: func(wl *onDemandWorkload) []measure.Dialled {
 		return []measure.Dialled{measure.ServicePort(wl.svc, 80)}
 	},
-	prepare: func(ctx context.Context) (*onDemandWorkload, error) {
+	Prepare: func(ctx context.Context) (*onDemandWorkload, error) {
 		node := suite.cluster.Workers()[0].Name
 		wl := &onDemandWorkload{client: suite.clientOn(node)}
 		if wl.client == nil {
@@ -103,7 +105,7 @@ var _ = defineLeg(leg[*onDemandWorkload]{
 		wl.idleCluster = contract.ClusterPrefix + workload.Addr(idle, 80)
 		return wl, nil
 	},
-	measure: measureOnDemand,
+	Measure: measureOnDemand,
 })
 
 // onDemandState is what the leg reads from the dialling node before and

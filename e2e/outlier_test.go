@@ -11,10 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -62,24 +63,25 @@ type outlierWorkload struct {
 // outlier: a Ready endpoint that refuses connections is ejected after the
 // configured consecutive connect failures, and then gets no more
 // connections.
-var _ = defineLeg(leg[*outlierWorkload]{
-	name:      "outlier",
-	early:     true,
-	workloads: "Service outlier (3 Ready echo pods, one with the targetPort closed; not cut); the client on the first worker",
-	exercises: "internal/translate/cluster.go (outlier_detection consecutive_local_origin_failure, max_ejection_percent 99), " +
+var _ = leg.Define(legs, leg.Leg[*outlierWorkload]{
+	Name:      "outlier",
+	Needs:     leg.Needs{Workers: 1},
+	Early:     true,
+	Workloads: "Service outlier (3 Ready echo pods, one with the targetPort closed; not cut); the client on the first worker",
+	Exercises: "internal/translate/cluster.go (outlier_detection consecutive_local_origin_failure, max_ejection_percent 99), " +
 		"nodeproxy/internal/lb/outlier.go (Detector), nodeproxy/outlierstats.go, nodeproxy/proxy.go, outlier.go and eds.go",
-	setup: "ClusterIP Service outlier over 3 Ready echo pods, one of which (outlier-closed) listens on another port than the Service's targetPort 8080 " +
+	Setup: "ClusterIP Service outlier over 3 Ready echo pods, one of which (outlier-closed) listens on another port than the Service's targetPort 8080 " +
 		"(readiness on its health port passes); kube-proxy objects left in place (red shows kube-proxy's behaviour through the passthrough); one meshed client on the first worker",
-	redExpect: fmt.Sprintf("about a third of the attempts keep failing (kube-proxy keeps picking the closed endpoint), including some of the last %d; nothing ejected", outlierAfter),
-	greenMeans: fmt.Sprintf("after the cluster's consecutive_local_origin_failure (5) failed connect attempts (cluster.<alt_stat_name>.upstream_cx_connect_fail, up to %d more; "+
+	RedExpect: fmt.Sprintf("about a third of the attempts keep failing (kube-proxy keeps picking the closed endpoint), including some of the last %d; nothing ejected", outlierAfter),
+	GreenMeans: fmt.Sprintf("after the cluster's consecutive_local_origin_failure (5) failed connect attempts (cluster.<alt_stat_name>.upstream_cx_connect_fail, up to %d more; "+
 		"each retried on an open backend, so the client sees no failure at all) the closed endpoint is ejected on the client's node: "+
 		"cluster.<alt_stat_name>.outlier_detection.ejections_enforced_consecutive_local_origin_failure and ejections_enforced_total rise by 1 and the gauge ejections_active reads 1; "+
 		"the next %d attempts all reach the two open backends", outlierSlack, outlierAfter),
-	chance: fmt.Sprintf("green: none once ejected (base_ejection_time 30 s outlasts the %d attempts; failures before it may exceed the threshold by %d: an ejection posted "+
+	Chance: fmt.Sprintf("green: none once ejected (base_ejection_time 30 s outlasts the %d attempts; failures before it may exceed the threshold by %d: an ejection posted "+
 		"from the worker that saw the 5th failure races a connection being placed); red: kube-proxy picks each of 3 endpoints at random, so %d attempts all succeed "+
 		"with probability (2/3)^%d ≈ 3·10⁻⁴, red's false-failure odds; each attempt %s", outlierAfter, outlierSlack, outlierAfter, outlierAfter, workload.AttemptTimeout),
-	timeout: 6 * time.Minute,
-	prepare: func(ctx context.Context) (*outlierWorkload, error) {
+	Timeout: 6 * time.Minute,
+	Prepare: func(ctx context.Context) (*outlierWorkload, error) {
 		ns := suite.legsNS
 		node := suite.cluster.Workers()[0].Name
 		w := &outlierWorkload{client: suite.clientOn(node), closed: "outlier-closed"}
@@ -119,12 +121,12 @@ var _ = defineLeg(leg[*outlierWorkload]{
 		w.stat = contract.StatName(ns, svc.Name, 80)
 		return w, nil
 	},
-	services: func(w *outlierWorkload) []measure.Dialled {
+	Services: func(w *outlierWorkload) []measure.Dialled {
 		d := measure.ServicePort(w.svc, 80)
 		d.UpstreamFailures = true // the closed port's connect failures are not refusals
 		return []measure.Dialled{d}
 	},
-	measure: func(ctx context.Context, w *outlierWorkload, run *evidence.Run) {
+	Measure: func(ctx context.Context, w *outlierWorkload, run *evidence.Run) {
 		if err := measureOutlier(ctx, w, run); err != nil {
 			run.Error = err.Error()
 		}

@@ -11,10 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -33,27 +34,27 @@ type ownNodePortWorkload struct {
 // pod's address as an unmeshed pod's does; captured, it would meet the listener's cap_refused
 // (the passthrough would dial it as the node). Other nodes' addresses are captured and passed
 // through. The Service is cut: the guard takes only its ClusterIP entries, never its NodePort.
-var _ = defineLeg(leg[*ownNodePortWorkload]{
-	name:    "own-node-port",
-	control: true,
-	workloads: "echo Deployment ownnp (1 pod) behind NodePort Service ownnp (cut: its ClusterIP entries are gone, its NodePort path is kube-proxy's); " +
+var _ = leg.Define(legs, leg.Leg[*ownNodePortWorkload]{
+	Name:    "own-node-port",
+	Control: true,
+	Workloads: "echo Deployment ownnp (1 pod) behind NodePort Service ownnp (cut: its ClusterIP entries are gone, its NodePort path is kube-proxy's); " +
 		"the meshed client on every node dials <InternalIP>:<nodePort> of every node, its own included",
-	exercises: "internal/capture/capture.go (outputRules: the node's addresses, set node_addrs, returned unmarked), cmd/svclb-capture (-node-addrs from " +
+	Exercises: "internal/capture/capture.go (outputRules: the node's addresses, set node_addrs, returned unmarked), cmd/svclb-capture (-node-addrs from " +
 		"status.hostIPs, fixtures/manifests/mesh.go), pkg/kubeproxyguard (the NodePort path kept)",
-	setup: "a NodePort Service ownnp with one echo backend, labelled cut; the meshed client on every node dials each node's InternalIP:nodePort, " +
+	Setup: "a NodePort Service ownnp with one echo backend, labelled cut; the meshed client on every node dials each node's InternalIP:nodePort, " +
 		"its own node's and the others'",
-	redExpect: "same as green (control leg): NodePorts are kube-proxy's whatever the Phase flags",
-	greenMeans: fmt.Sprintf("every attempt from every meshed client to every node's InternalIP:nodePort, its own node's included, gets the backend's reply; "+
+	RedExpect: "same as green (control leg): NodePorts are kube-proxy's whatever the Phase flags",
+	GreenMeans: fmt.Sprintf("every attempt from every meshed client to every node's InternalIP:nodePort, its own node's included, gets the backend's reply; "+
 		"on no client node does tcp.%s.downstream_cx_total rise (nothing went to the listener as node-local); the ClusterIP stays cut throughout",
 		contract.ChainRefused),
-	chance: allSucceed,
+	Chance: allSucceed,
 	// Declared for the evidence's cut check (kube-proxy holds no ClusterIP entry of it during
 	// either run); never dialled: the attempts go to the node addresses.
-	services: func(w *ownNodePortWorkload) []measure.Dialled {
+	Services: func(w *ownNodePortWorkload) []measure.Dialled {
 		return []measure.Dialled{measure.ServicePort(w.svc, 80)}
 	},
-	prepare: prepareOwnNodePort,
-	measure: measureOwnNodePort,
+	Prepare: prepareOwnNodePort,
+	Measure: measureOwnNodePort,
 })
 
 func prepareOwnNodePort(ctx context.Context) (*ownNodePortWorkload, error) {

@@ -7,26 +7,27 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 )
 
 // passthrough: traffic outside the Service range goes through the proxy's
 // passthrough unchanged, whatever the Phase flags.
-var _ = defineLeg(leg[string]{
-	name:       "passthrough",
-	early:      true,
-	control:    true,
-	workloads:  "echo Deployment pass (1 pod, no Service); clients dial its pod IP:8080",
-	exercises:  "internal/translate/listener.go (default_filter_chain cap_passthrough, PassthroughOriginalDst)",
-	setup:      "a meshed client dials an echo pod's own IP:8080 (outside the Service range)",
-	redExpect:  "same as green: the Phase flags do not touch traffic outside the Service range (control leg)",
-	greenMeans: "every attempt reaches the pod, and the pod sees the node's address as peer (the proxy's passthrough carried it, not a direct connection)",
-	chance:     allSucceed,
+var _ = leg.Define(legs, leg.Leg[string]{
+	Name:       "passthrough",
+	Early:      true,
+	Control:    true,
+	Workloads:  "echo Deployment pass (1 pod, no Service); clients dial its pod IP:8080",
+	Exercises:  "internal/translate/listener.go (default_filter_chain cap_passthrough, PassthroughOriginalDst)",
+	Setup:      "a meshed client dials an echo pod's own IP:8080 (outside the Service range)",
+	RedExpect:  "same as green: the Phase flags do not touch traffic outside the Service range (control leg)",
+	GreenMeans: "every attempt reaches the pod, and the pod sees the node's address as peer (the proxy's passthrough carried it, not a direct connection)",
+	Chance:     allSucceed,
 	// The proxy's default chain must carry every attempt in both runs.
-	services: func(to string) []measure.Dialled { return []measure.Dialled{{To: to, OutsideRange: true}} },
-	prepare: func(ctx context.Context) (string, error) {
+	Services: func(to string) []measure.Dialled { return []measure.Dialled{{To: to, OutsideRange: true}} },
+	Prepare: func(ctx context.Context) (string, error) {
 		dep := workload.EchoDeployment(suite.legsNS, "pass", workload.Backends{Replicas: 1})
 		if err := suite.cluster.Create(ctx, dep); err != nil {
 			return "", err
@@ -37,7 +38,7 @@ var _ = defineLeg(leg[string]{
 		}
 		return net.JoinHostPort(pods[0].Status.PodIP, strconv.Itoa(workload.EchoPort)), nil
 	},
-	measure: func(ctx context.Context, to string, run *evidence.Run) {
+	Measure: func(ctx context.Context, to string, run *evidence.Run) {
 		per := measure.FromEveryClient(ctx, suite.cluster, suite.clients, to, workload.Quick, run)
 		if per == nil {
 			return

@@ -9,8 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -49,22 +50,22 @@ type splitWorkload struct {
 // but the measurement under test. Exactness needs no other captured
 // traffic on a client's node while the leg dials: the legs run one at a
 // time and the other meshed pods are idle (DNS is not captured).
-var _ = defineLeg(leg[*splitWorkload]{
-	name:      "phase0-split",
-	early:     true,
-	workloads: "Service split (1 echo backend, cut); clients on every node dial its VIP:80 and the backend pod's IP:8080 (outside the range)",
-	exercises: "internal/translate/listener.go (filter_chain_matcher: range → cap_passthrough_svc or cap_svc, default cap_passthrough; stat " +
+var _ = leg.Define(legs, leg.Leg[*splitWorkload]{
+	Name:      "phase0-split",
+	Early:     true,
+	Workloads: "Service split (1 echo backend, cut); clients on every node dial its VIP:80 and the backend pod's IP:8080 (outside the range)",
+	Exercises: "internal/translate/listener.go (filter_chain_matcher: range → cap_passthrough_svc or cap_svc, default cap_passthrough; stat " +
 		"prefixes), nodeproxy/proxy.go (selectChain, tcp.<stat_prefix>.downstream_cx_total)",
-	setup: fmt.Sprintf("ClusterIP Service split (1 echo backend, kube-proxy ClusterIP entries deleted); every meshed client dials its VIP:80 ×%d (Service range) "+
+	Setup: fmt.Sprintf("ClusterIP Service split (1 echo backend, kube-proxy ClusterIP entries deleted); every meshed client dials its VIP:80 ×%d (Service range) "+
 		"and the backend pod's IP:%d ×%d (outside the range); the proxy's counters on each client's node are read before and after", splitRange, workload.EchoPort, splitOutside),
-	redExpect: fmt.Sprintf("Phase 0, the measurement: on every client's node %s rises by exactly %d (the range traffic, which still goes to kube-proxy and, cut, is refused), "+
+	RedExpect: fmt.Sprintf("Phase 0, the measurement: on every client's node %s rises by exactly %d (the range traffic, which still goes to kube-proxy and, cut, is refused), "+
 		"%s by exactly %d (all replied), %s by 0",
 		statSplitPassSvc, splitRange, statSplitPassthrough, splitOutside, statSplitSvc),
-	greenMeans: fmt.Sprintf("Phase 1 takes exactly the counted traffic: on every client's node %s rises by exactly %d, %s by 0, %s still by exactly %d, "+
+	GreenMeans: fmt.Sprintf("Phase 1 takes exactly the counted traffic: on every client's node %s rises by exactly %d, %s by 0, %s still by exactly %d, "+
 		"and every attempt replies", statSplitSvc, splitRange, statSplitPassSvc, statSplitPassthrough, splitOutside),
-	chance: fmt.Sprintf("nothing statistical: counts must be exact and every answered attempt answer within %s (workload.AttemptTimeout); "+
+	Chance: fmt.Sprintf("nothing statistical: counts must be exact and every answered attempt answer within %s (workload.AttemptTimeout); "+
 		"another captured connection on a client's node during the dials would break exactness (none is made: the legs run one at a time)", workload.AttemptTimeout),
-	prepare: func(ctx context.Context) (*splitWorkload, error) {
+	Prepare: func(ctx context.Context) (*splitWorkload, error) {
 		svc, err := workload.DeployEcho(ctx, suite.cluster, suite.legsNS, "split", workload.Backends{Replicas: 1}, workload.ServiceOptions{Cut: true})
 		if err != nil {
 			return nil, err
@@ -75,10 +76,10 @@ var _ = defineLeg(leg[*splitWorkload]{
 		}
 		return &splitWorkload{svc: svc, outside: net.JoinHostPort(pods[0].Status.PodIP, strconv.Itoa(workload.EchoPort))}, nil
 	},
-	services: func(w *splitWorkload) []measure.Dialled {
+	Services: func(w *splitWorkload) []measure.Dialled {
 		return []measure.Dialled{measure.ServicePort(w.svc, 80), {To: w.outside, OutsideRange: true}}
 	},
-	measure: func(ctx context.Context, w *splitWorkload, run *evidence.Run) {
+	Measure: func(ctx context.Context, w *splitWorkload, run *evidence.Run) {
 		if err := measureSplit(ctx, w, run); err != nil {
 			run.Error = err.Error()
 		}

@@ -16,10 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -54,19 +55,19 @@ type rangeGrowsWorkload struct {
 // range-grows: a ServiceCIDR added while everything runs widens the Service
 // range the capture listeners send to cap_svc, and a Service allocated from
 // it is served like any other, with nothing restarted.
-var _ = defineLeg(leg[*rangeGrowsWorkload]{
-	name: "range-grows",
-	workloads: "per run ServiceCIDR svclb-e2e-grows (the first /24 of 10.97.0.0, 10.200.0.0, 10.254.250.0 that overlaps no ServiceCIDR, " +
+var _ = leg.Define(legs, leg.Leg[*rangeGrowsWorkload]{
+	Name: "range-grows",
+	Workloads: "per run ServiceCIDR svclb-e2e-grows (the first /24 of 10.97.0.0, 10.200.0.0, 10.254.250.0 that overlaps no ServiceCIDR, " +
 		"pod range or node address) added, then Service grows (2 echo backends, cut, ClusterIP its .10); clients on every node; both deleted after the run",
-	exercises: "pkg/svcindex/index.go and ranges.go (ServiceCIDR informer, Range), internal/translate/listener.go (the Service-range trie " +
+	Exercises: "pkg/svcindex/index.go and ranges.go (ServiceCIDR informer, Range), internal/translate/listener.go (the Service-range trie " +
 		"matcher), the node proxy's listener update in place (nodeproxy/listeners.go)",
-	setup: fmt.Sprintf("per run: ServiceCIDR %s (a free /24) added at runtime, then a Service (2 echo backends, cut) with its ClusterIP in it; "+
+	Setup: fmt.Sprintf("per run: ServiceCIDR %s (a free /24) added at runtime, then a Service (2 echo backends, cut) with its ClusterIP in it; "+
 		"a meshed client on every node dials it once every node proxy's capture listener routes the new range; ServiceCIDR and Service deleted after the run", growsCIDRName),
-	redExpect: "no backend reply (the passthrough to the VIP meets no kube-proxy rule)",
-	chance:    allSucceed + "; the range's growth is waited for on every proxy (its capture listener and the svc: cluster) before any dial",
-	greenMeans: "every attempt from every client gets a reply through its node proxy's " + contract.ChainSvc + " chain (tcp." + contract.ChainSvc +
+	RedExpect: "no backend reply (the passthrough to the VIP meets no kube-proxy rule)",
+	Chance:    allSucceed + "; the range's growth is waited for on every proxy (its capture listener and the svc: cluster) before any dial",
+	GreenMeans: "every attempt from every client gets a reply through its node proxy's " + contract.ChainSvc + " chain (tcp." + contract.ChainSvc +
 		".downstream_cx_total and the Service's svc: cluster upstream_cx_total rise by the attempts on each client's node), and no agent, proxy, guard or kube-proxy container restarted",
-	prepare: func(ctx context.Context) (*rangeGrowsWorkload, error) {
+	Prepare: func(ctx context.Context) (*rangeGrowsWorkload, error) {
 		w := &rangeGrowsWorkload{}
 		// What an interrupted run on a kept cluster left behind.
 		if err := cleanupGrows(ctx, true); err != nil {
@@ -88,10 +89,10 @@ var _ = defineLeg(leg[*rangeGrowsWorkload]{
 		w.selector = dep.Spec.Selector.MatchLabels
 		return w, nil
 	},
-	services: func(w *rangeGrowsWorkload) []measure.Dialled {
+	Services: func(w *rangeGrowsWorkload) []measure.Dialled {
 		return []measure.Dialled{{To: w.vip.String(), Namespace: suite.legsNS, Service: growsService}}
 	},
-	measure: func(ctx context.Context, w *rangeGrowsWorkload, run *evidence.Run) {
+	Measure: func(ctx context.Context, w *rangeGrowsWorkload, run *evidence.Run) {
 		err := measureRangeGrows(ctx, w, run)
 		if cerr := cleanupGrows(context.WithoutCancel(ctx), false); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))

@@ -9,11 +9,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 )
 
@@ -29,28 +30,28 @@ const (
 // reach-after-resync: a kube-proxy restart is a full sync that restores the
 // Service's objects; the guard must delete them again, and with the agent on
 // the Service must stay reachable throughout.
-var _ = defineLeg(leg[*corev1.Service]{
-	name:       "reach-after-resync",
-	early:      true,
-	workloads:  "Service resync (2 echo backends, cut); the first client by name; its node's kube-proxy pod deleted while it dials",
-	exercises:  "pkg/kubeproxyguard/monitor.go, pass.go, cut.go (re-deletion after kube-proxy's full sync); as reach",
-	setup:      "as reach; while a meshed client dials continuously, the kube-proxy pod of its node is deleted (start-up full sync restores the chains)",
-	redExpect:  "the guard re-deletes the restored objects and the Service is unreachable (at most a few replies in the restore window)",
-	greenMeans: "the guard observed the restore and re-deleted it, and every attempt during the restart got a backend's reply",
-	timeout:    6 * time.Minute,
-	chance: fmt.Sprintf("nothing statistical: every attempt through the restart must succeed, each within %s: a kube-proxy restart on a loaded "+
+var _ = leg.Define(legs, leg.Leg[*corev1.Service]{
+	Name:       "reach-after-resync",
+	Early:      true,
+	Workloads:  "Service resync (2 echo backends, cut); the first client by name; its node's kube-proxy pod deleted while it dials",
+	Exercises:  "pkg/kubeproxyguard/monitor.go, pass.go, cut.go (re-deletion after kube-proxy's full sync); as reach",
+	Setup:      "as reach; while a meshed client dials continuously, the kube-proxy pod of its node is deleted (start-up full sync restores the chains)",
+	RedExpect:  "the guard re-deletes the restored objects and the Service is unreachable (at most a few replies in the restore window)",
+	GreenMeans: "the guard observed the restore and re-deleted it, and every attempt during the restart got a backend's reply",
+	Timeout:    6 * time.Minute,
+	Chance: fmt.Sprintf("nothing statistical: every attempt through the restart must succeed, each within %s: a kube-proxy restart on a loaded "+
 		"2-core machine once stalled one green round trip past 2 s (hello received, echo late): slow, not broken", resyncAttemptTimeout),
-	prepare: func(ctx context.Context) (*corev1.Service, error) {
+	Prepare: func(ctx context.Context) (*corev1.Service, error) {
 		return workload.DeployEcho(ctx, suite.cluster, suite.legsNS, "resync", workload.Backends{Replicas: 2}, workload.ServiceOptions{Cut: true})
 	},
 	// The leg restarts kube-proxy: the restore during the run is its
 	// subject; the Service must be cut before and after.
-	services: func(svc *corev1.Service) []measure.Dialled {
+	Services: func(svc *corev1.Service) []measure.Dialled {
 		d := measure.ServicePort(svc, 80)
 		d.RestartsKubeProxy = true
 		return []measure.Dialled{d}
 	},
-	measure: func(ctx context.Context, svc *corev1.Service, run *evidence.Run) {
+	Measure: func(ctx context.Context, svc *corev1.Service, run *evidence.Run) {
 		if err := measureResync(ctx, svc, run); err != nil {
 			run.Error = err.Error()
 		}

@@ -10,29 +10,30 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 )
 
 // reach: a meshed pod reaches a non-mesh ClusterIP Service whose kube-proxy
 // objects are gone, through the node proxy's svc: cluster.
-var _ = defineLeg(leg[*corev1.Service]{
-	name:      "reach",
-	early:     true,
-	workloads: "Service reach (2 echo backends, cut); clients on every node",
-	exercises: "internal/translate/listener.go (cap_svc chain, set_filter_state svc:VIP:port and the upstream netns), internal/translate/cluster.go and endpoints.go " +
+var _ = leg.Define(legs, leg.Leg[*corev1.Service]{
+	Name:      "reach",
+	Early:     true,
+	Workloads: "Service reach (2 echo backends, cut); clients on every node",
+	Exercises: "internal/translate/listener.go (cap_svc chain, set_filter_state svc:VIP:port and the upstream netns), internal/translate/cluster.go and endpoints.go " +
 		"(svc: cluster, EDS, SvcUpstreamBindConfig), pkg/svcindex/index.go (Service range)",
-	setup:     "non-mesh ClusterIP Service (2 echo backends), kube-proxy ClusterIP entries deleted on every node; a meshed client on every node",
-	redExpect: "no backend reply: passthrough to the VIP hits kube-proxy's REJECT, the proxy closes the client's connection",
-	greenMeans: "every attempt from every meshed client gets a backend's reply, through its own node's svc: cluster, " +
+	Setup:     "non-mesh ClusterIP Service (2 echo backends), kube-proxy ClusterIP entries deleted on every node; a meshed client on every node",
+	RedExpect: "no backend reply: passthrough to the VIP hits kube-proxy's REJECT, the proxy closes the client's connection",
+	GreenMeans: "every attempt from every meshed client gets a backend's reply, through its own node's svc: cluster, " +
 		"and the backend sees the client pod's address as peer, as through kube-proxy",
-	chance: allSucceed,
-	prepare: func(ctx context.Context) (*corev1.Service, error) {
+	Chance: allSucceed,
+	Prepare: func(ctx context.Context) (*corev1.Service, error) {
 		return workload.DeployEcho(ctx, suite.cluster, suite.legsNS, "reach", workload.Backends{Replicas: 2}, workload.ServiceOptions{Cut: true})
 	},
-	services: func(svc *corev1.Service) []measure.Dialled { return []measure.Dialled{measure.ServicePort(svc, 80)} },
-	measure: func(ctx context.Context, svc *corev1.Service, run *evidence.Run) {
+	Services: func(svc *corev1.Service) []measure.Dialled { return []measure.Dialled{measure.ServicePort(svc, 80)} },
+	Measure: func(ctx context.Context, svc *corev1.Service, run *evidence.Run) {
 		per := measure.FromEveryClient(ctx, suite.cluster, suite.clients, workload.Addr(svc, 80), workload.Quick, run)
 		if per == nil {
 			return

@@ -10,11 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -48,23 +49,24 @@ func (w *recreateWorkload) newTo() string { return net.JoinHostPort(w.new, "80")
 
 // recreate: a Service deleted and created again gets a new ClusterIP; the
 // old one is no Service's any more.
-var _ = defineLeg(leg[*recreateWorkload]{
-	name: "recreate",
-	workloads: "Service rec (2 echo backends, cut) at a chosen ClusterIP, deleted and created again at another while the client on the first " +
+var _ = leg.Define(legs, leg.Leg[*recreateWorkload]{
+	Name:  "recreate",
+	Needs: leg.Needs{Workers: 1},
+	Workloads: "Service rec (2 echo backends, cut) at a chosen ClusterIP, deleted and created again at another while the client on the first " +
 		"worker dials the old VIP; put back after each run",
-	exercises: "agent/batch.go (a deleted Service's clusters and assignments withdrawn), pkg/svcindex/index.go (Lookup: the old VIP is " +
+	Exercises: "agent/batch.go (a deleted Service's clusters and assignments withdrawn), pkg/svcindex/index.go (Lookup: the old VIP is " +
 		"no-service), agent/internal/xdsserver/server.go (Classify)",
-	setup: fmt.Sprintf("ClusterIP Service rec (2 echo backends, kube-proxy ClusterIP entries deleted) at a chosen ClusterIP, deleted and created again at another "+
+	Setup: fmt.Sprintf("ClusterIP Service rec (2 echo backends, kube-proxy ClusterIP entries deleted) at a chosen ClusterIP, deleted and created again at another "+
 		"while the meshed client on the first worker dials the old VIP (%d attempts %s apart); then every client dials the old VIP ×%d and the new one; "+
 		"rec is put back on the old VIP after each run", recreateDials, recreateInterval, recreateRefusals),
-	redExpect: "no reply from either VIP and nothing counted refused (Phase flags off)",
-	greenMeans: fmt.Sprintf("the dialling client gets replies until its proxy drops the old cluster and refusals after it, never a reply again and never a timeout; "+
+	RedExpect: "no reply from either VIP and nothing counted refused (Phase flags off)",
+	GreenMeans: fmt.Sprintf("the dialling client gets replies until its proxy drops the old cluster and refusals after it, never a reply again and never a timeout; "+
 		"no proxy holds svc:<old VIP>:80 any more and every proxy holds svc:<new VIP>:80; every attempt to the old VIP after the removal is refused and "+
 		"counted %s{reason=%q} (no other reason, nothing for the Service), with a log record; every attempt to the new VIP replies", agent.RefusedMetric, agent.ReasonNoService),
-	chance: fmt.Sprintf("green: the dialling client's switch from replies to refusals must fall inside its %d attempts (%s): the deletion starts once 2 reached the proxy; "+
+	Chance: fmt.Sprintf("green: the dialling client's switch from replies to refusals must fall inside its %d attempts (%s): the deletion starts once 2 reached the proxy; "+
 		"each attempt %s (red's to a VIP nobody holds wait it out), the new VIP's %s", recreateDials, recreateDials*recreateInterval, recreateTimeout, workload.AttemptTimeout),
-	timeout: 6 * time.Minute,
-	prepare: func(ctx context.Context) (*recreateWorkload, error) {
+	Timeout: 6 * time.Minute,
+	Prepare: func(ctx context.Context) (*recreateWorkload, error) {
 		// A kept cluster holds the last suite's rec: start from none.
 		if err := suite.cluster.DeleteService(ctx, suite.legsNS, "rec", time.Minute); err != nil {
 			return nil, err
@@ -80,7 +82,7 @@ var _ = defineLeg(leg[*recreateWorkload]{
 		}
 		return w, nil
 	},
-	services: func(w *recreateWorkload) []measure.Dialled {
+	Services: func(w *recreateWorkload) []measure.Dialled {
 		rec := measure.ServicePort(w.svc, 80)
 		rec.To = w.newTo()
 		// kube-proxy programs the re-created Service and the guard cuts it
@@ -88,7 +90,7 @@ var _ = defineLeg(leg[*recreateWorkload]{
 		rec.RestartsKubeProxy = true
 		return []measure.Dialled{rec, {To: w.oldTo(), Reason: agent.ReasonNoService}}
 	},
-	measure: func(ctx context.Context, w *recreateWorkload, run *evidence.Run) {
+	Measure: func(ctx context.Context, w *recreateWorkload, run *evidence.Run) {
 		err := measureRecreate(ctx, w, run)
 		// The next run starts from rec on the old VIP again.
 		if _, rerr := moveService(context.WithoutCancel(ctx), w, w.old); rerr != nil && err == nil {

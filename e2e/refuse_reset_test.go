@@ -12,11 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
@@ -47,32 +48,32 @@ type refuseResetWorkload struct {
 // declare, counted as port-not-declared; once an endpoint appears, every
 // attempt is answered. (refuse-no-endpoints and refuse-port-not-declared run
 // with refusal: close, the default: accepted, then closed.)
-var _ = defineLeg(leg[*refuseResetWorkload]{
-	name: "refuse-reset",
-	setup: "ClusterIP Service selecting no pod yet, kube-proxy ClusterIP entries deleted on every node; the agent's refusal: reset in green (close in red and after the leg); " +
+var _ = leg.Define(legs, leg.Leg[*refuseResetWorkload]{
+	Name: "refuse-reset",
+	Setup: "ClusterIP Service selecting no pod yet, kube-proxy ClusterIP entries deleted on every node; the agent's refusal: reset in green (close in red and after the leg); " +
 		"dialled on its port 80 and on port 81, which it does not declare",
-	redExpect: fmt.Sprintf("no backend reply, before and after the endpoint appears, and no refusal counted (Phase 2 off; %s=%s)",
+	RedExpect: fmt.Sprintf("no backend reply, before and after the endpoint appears, and no refusal counted (Phase 2 off; %s=%s)",
 		contract.KeyRefusal, contract.RefusalClose),
-	greenMeans: fmt.Sprintf("while the Service has no endpoint, every attempt to port 80 and every attempt to port 81 fails with ECONNREFUSED "+
+	GreenMeans: fmt.Sprintf("while the Service has no endpoint, every attempt to port 80 and every attempt to port 81 fails with ECONNREFUSED "+
 		"(host-refused: the SYN reset in the client's netns, no proxy accept); %s{reason=%q} rises by exactly port 80's attempts and "+
 		"%s{reason=%q} by exactly port 81's, and for each port the agent's refusal log names the reason, the Service, the dialled address, "+
 		"flag %s and a meshed client pod; once one endpoint is programmed, every attempt to port 80 gets a reply and none is refused",
 		agent.RefusedMetric, agent.ReasonNoEndpoints, agent.RefusedMetric, agent.ReasonPortNotDeclared, contract.FlagReset),
-	workloads: fmt.Sprintf("Service resetep (port 80, selects app resetep-backend, cut); %d attempts per client to each of port 80 and port %d at once, "+
+	Workloads: fmt.Sprintf("Service resetep (port 80, selects app resetep-backend, cut); %d attempts per client to each of port 80 and port %d at once, "+
 		"then one echo pod resetep-backend-0 (deleted after the run) and %d more attempts per client to port 80",
 		refuseResetAttempts, refuseResetUndeclared, refuseResetAttempts),
-	exercises: "internal/refuse (the refuse table in each pod netns: no-endpoints, and port-not-declared from the served VIPs and their declared ports), " +
+	Exercises: "internal/refuse (the refuse table in each pod netns: no-endpoints, and port-not-declared from the served VIPs and their declared ports), " +
 		"agent/refuser.go (the sets around the push, the counters per reason), agent/syncer.go, agent/settings.go (refusal)",
-	agentConfig: func(on bool) map[string]string {
+	AgentConfig: func(on bool) map[string]string {
 		if on {
 			return map[string]string{contract.KeyRefusal: contract.RefusalReset}
 		}
 		return map[string]string{contract.KeyRefusal: contract.RefusalClose}
 	},
-	chance: fmt.Sprintf("nothing statistical; %d attempts per client at once per step, %s each: a reset is immediate, only red's unanswered attempts wait the bound, once per step; "+
+	Chance: fmt.Sprintf("nothing statistical; %d attempts per client at once per step, %s each: a reset is immediate, only red's unanswered attempts wait the bound, once per step; "+
 		"the counters are read within %s", refuseResetAttempts, refuseResetTimeout, refuseResetCounted),
-	early: true,
-	prepare: func(ctx context.Context) (*refuseResetWorkload, error) {
+	Early: true,
+	Prepare: func(ctx context.Context) (*refuseResetWorkload, error) {
 		w := &refuseResetWorkload{app: "resetep-backend", backend: "resetep-backend-0"}
 		w.svc = workload.Service(suite.legsNS, "resetep", workload.ServiceOptions{Selector: map[string]string{workload.AppLabel: w.app}, Cut: true})
 		if err := suite.cluster.Create(ctx, w.svc); err != nil {
@@ -83,7 +84,7 @@ var _ = defineLeg(leg[*refuseResetWorkload]{
 		}
 		return w, nil
 	},
-	measure: func(ctx context.Context, w *refuseResetWorkload, run *evidence.Run) {
+	Measure: func(ctx context.Context, w *refuseResetWorkload, run *evidence.Run) {
 		if err := refuseReset(ctx, w, run); err != nil && run.Error == "" {
 			run.Error = err.Error()
 		}

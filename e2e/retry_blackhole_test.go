@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -37,29 +38,30 @@ const (
 // retry-blackhole: a Ready endpoint that drops SYNs (its node gone, a partition) costs a caller
 // one connect_timeout, once per connection: the proxy retries the attempt on another host, and
 // outlier detection ejects the endpoint after the configured timeouts.
-var _ = defineLeg(leg[*retryWorkload]{
-	name:      "retry-blackhole",
-	early:     true,
-	workloads: "Service rblack (3 Ready echo pods, one, rblack-dark, dropping every TCP packet to its port 8080 in its netns; cut); the client on the first worker",
-	exercises: "internal/translate/cluster.go (connect_timeout, outlier_detection), internal/translate/listener.go (max_connect_attempts), " +
+var _ = leg.Define(legs, leg.Leg[*retryWorkload]{
+	Name:      "retry-blackhole",
+	Needs:     leg.Needs{Workers: 1},
+	Early:     true,
+	Workloads: "Service rblack (3 Ready echo pods, one, rblack-dark, dropping every TCP packet to its port 8080 in its netns; cut); the client on the first worker",
+	Exercises: "internal/translate/cluster.go (connect_timeout, outlier_detection), internal/translate/listener.go (max_connect_attempts), " +
 		"nodeproxy/proxy.go (connect: an expired connect is UF, upstream_cx_connect_timeout, a local-origin failure for outlier detection, then the next host)",
-	setup: "ClusterIP Service rblack over 3 Ready echo pods; rblack-dark's init container (NET_ADMIN in its netns) drops TCP to 8080 (echo.Blackhole), " +
+	Setup: "ClusterIP Service rblack over 3 Ready echo pods; rblack-dark's init container (NET_ADMIN in its netns) drops TCP to 8080 (echo.Blackhole), " +
 		"its readiness on 8081 passes; kube-proxy ClusterIP entries cut on every node; one meshed client on the first worker dials one connection after the other",
-	redExpect: "no backend reply: passthrough to the VIP hits kube-proxy's REJECT (the Service is cut), the proxy closes every connection",
-	greenMeans: fmt.Sprintf("all %d connections reach an open backend; each takes at most one connect_timeout (%s) + %s; the slow ones (over %s) number the consecutive_local_origin_failure threshold (%d, up to %d more), "+
+	RedExpect: "no backend reply: passthrough to the VIP hits kube-proxy's REJECT (the Service is cut), the proxy closes every connection",
+	GreenMeans: fmt.Sprintf("all %d connections reach an open backend; each takes at most one connect_timeout (%s) + %s; the slow ones (over %s) number the consecutive_local_origin_failure threshold (%d, up to %d more), "+
 		"as does cluster.<alt_stat_name>.upstream_cx_connect_timeout; outlier_detection.ejections_enforced_consecutive_local_origin_failure rises by 1 and none of the last %d is slow",
 		blackholeBefore+blackholeAfter, contract.SvcConnectTimeout, blackholeMargin, blackholeSlow, contract.OutlierConsecutiveFailures, retrySlack, blackholeAfter),
-	chance:  fmt.Sprintf("green: none (a connection meets the dark host at most once: the retry goes to the next host of the round robin); red: none (the Service is cut); each attempt %s", workload.AttemptTimeout),
-	timeout: 6 * time.Minute,
-	prepare: func(ctx context.Context) (*retryWorkload, error) {
+	Chance:  fmt.Sprintf("green: none (a connection meets the dark host at most once: the retry goes to the next host of the round robin); red: none (the Service is cut); each attempt %s", workload.AttemptTimeout),
+	Timeout: 6 * time.Minute,
+	Prepare: func(ctx context.Context) (*retryWorkload, error) {
 		return prepareRetry(ctx, "rblack", "rblack-dark", workload.EchoPodOptions{Blackholed: true})
 	},
-	services: func(w *retryWorkload) []measure.Dialled {
+	Services: func(w *retryWorkload) []measure.Dialled {
 		d := measure.ServicePort(w.svc, 80)
 		d.UpstreamFailures = true // the dark endpoint's connect timeouts are not refusals
 		return []measure.Dialled{d}
 	},
-	measure: func(ctx context.Context, w *retryWorkload, run *evidence.Run) {
+	Measure: func(ctx context.Context, w *retryWorkload, run *evidence.Run) {
 		if err := measureBlackhole(ctx, w, run); err != nil {
 			run.Error = err.Error()
 		}

@@ -9,10 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/echo"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/leg"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -51,33 +52,34 @@ type retryWorkload struct {
 // retry: a Ready endpoint that refuses connections fails no caller's
 // connection: the proxy retries each failed attempt on another host, and
 // outlier detection ejects the endpoint after the configured failures.
-var _ = defineLeg(leg[*retryWorkload]{
-	name:      "retry",
-	early:     true,
-	workloads: "Service retry (3 Ready echo pods, one with the targetPort closed; cut); the client on the first worker",
-	exercises: "internal/translate/listener.go (cap_svc max_connect_attempts), internal/translate/cluster.go (connect_timeout, outlier_detection), " +
+var _ = leg.Define(legs, leg.Leg[*retryWorkload]{
+	Name:      "retry",
+	Needs:     leg.Needs{Workers: 1},
+	Early:     true,
+	Workloads: "Service retry (3 Ready echo pods, one with the targetPort closed; cut); the client on the first worker",
+	Exercises: "internal/translate/listener.go (cap_svc max_connect_attempts), internal/translate/cluster.go (connect_timeout, outlier_detection), " +
 		"pkg/contract/upstream.go, nodeproxy/proxy.go (connect: a cluster lookup and a host per attempt, UF then URX)",
-	setup: "ClusterIP Service retry over 3 Ready echo pods, one of which (retry-closed) listens on another port than the Service's targetPort 8080 " +
+	Setup: "ClusterIP Service retry over 3 Ready echo pods, one of which (retry-closed) listens on another port than the Service's targetPort 8080 " +
 		"(readiness on its health port passes); kube-proxy ClusterIP entries cut on every node; one meshed client on the first worker",
-	redExpect: "no backend reply: passthrough to the VIP hits kube-proxy's REJECT (the Service is cut), the proxy closes every connection",
-	greenMeans: fmt.Sprintf("all %d connections reach an open backend, none fails, while the proxy on the client's node tried the closed endpoint: "+
+	RedExpect: "no backend reply: passthrough to the VIP hits kube-proxy's REJECT (the Service is cut), the proxy closes every connection",
+	GreenMeans: fmt.Sprintf("all %d connections reach an open backend, none fails, while the proxy on the client's node tried the closed endpoint: "+
 		"cluster.<alt_stat_name>.upstream_cx_connect_fail rises by the consecutive_local_origin_failure threshold (%d, up to %d more), "+
 		"upstream_cx_connect_attempts_exceeded by 0 (no connection ran out of attempts), and outlier_detection.ejections_enforced_consecutive_local_origin_failure by 1",
 		retryBefore+retryAfter, contract.OutlierConsecutiveFailures, retrySlack),
-	chance: fmt.Sprintf("green: none (a connection fails only if all %d attempts meet the closed host, which round robin over 3 hosts never does; "+
+	Chance: fmt.Sprintf("green: none (a connection fails only if all %d attempts meet the closed host, which round robin over 3 hosts never does; "+
 		"the failures before the ejection may exceed the threshold by %d, an ejection posted from the worker that saw the 5th racing a connection being placed); "+
 		"red: none (the Service is cut); each attempt %s", contract.SvcMaxConnectAttempts, retrySlack, workload.AttemptTimeout),
-	timeout: 6 * time.Minute,
-	prepare: func(ctx context.Context) (*retryWorkload, error) {
+	Timeout: 6 * time.Minute,
+	Prepare: func(ctx context.Context) (*retryWorkload, error) {
 		// Ready through its health port, nothing on the Service's targetPort.
 		return prepareRetry(ctx, "retry", "retry-closed", workload.EchoPodOptions{Port: workload.EchoPort + 10, PortName: "elsewhere"})
 	},
-	services: func(w *retryWorkload) []measure.Dialled {
+	Services: func(w *retryWorkload) []measure.Dialled {
 		d := measure.ServicePort(w.svc, 80)
 		d.UpstreamFailures = true // the closed port's connect failures are not refusals
 		return []measure.Dialled{d}
 	},
-	measure: func(ctx context.Context, w *retryWorkload, run *evidence.Run) {
+	Measure: func(ctx context.Context, w *retryWorkload, run *evidence.Run) {
 		if err := measureRetry(ctx, w, run); err != nil {
 			run.Error = err.Error()
 		}

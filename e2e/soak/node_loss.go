@@ -16,11 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/aether-mesh/svclb/e2e/internal/measure"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/echo"
 	"github.com/aether-mesh/svclb/fixtures/faults"
+	"github.com/aether-mesh/svclb/fixtures/measure"
 	"github.com/aether-mesh/svclb/fixtures/proxy"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"

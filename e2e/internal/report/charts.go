@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/e2e/internal/kit/render"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 )
 
 // Every chart is as wide as one side of a leg card; labels take the left part.

@@ -7,7 +7,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 )
 
 // Load reads the evidence directory dir and Ginkgo's JSON report at

@@ -5,7 +5,7 @@ import (
 
 	"github.com/onsi/ginkgo/v2/types"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 )
 
 // sample is a small evidence set built in code: one passing leg (reach)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/onsi/ginkgo/v2/types"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 )
 
 // Input is what a report is made of.
@@ -64,7 +64,7 @@ func (in Input) suiteFailures() []string {
 	return out
 }
 
-// legSpecs maps each leg to its spec in the Ginkgo report (defineLeg gives
+// legSpecs maps each leg to its spec in the Ginkgo report (fixtures/leg gives
 // a leg one It).
 func (in Input) legSpecs() map[string]types.SpecReport {
 	out := map[string]types.SpecReport{}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/onsi/ginkgo/v2/types"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/e2e/internal/kit/render"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 )
 
 // Report is everything report.md and report.html show, computed once from
@@ -154,13 +154,20 @@ func tally(sel Selection, legs []Leg) string {
 	if !sel.Recorded {
 		return "no usable ginkgo.json, so the run cannot pass: nothing says which legs had to run"
 	}
-	ok := 0
+	ok, skipped := 0, 0
 	for _, l := range legs {
-		if slices.Contains(sel.Legs, l.Name) && !l.Failed {
+		switch {
+		case !slices.Contains(sel.Legs, l.Name) || l.Failed:
+		case l.Verdict == string(evidence.Skipped):
+			skipped++
+		default:
 			ok++
 		}
 	}
 	t := fmt.Sprintf("%d of %d selected legs passed", ok, len(sel.Legs))
+	if skipped > 0 {
+		t += fmt.Sprintf(", %d skipped (the cluster lacks what they need)", skipped)
+	}
 	if len(sel.Figures) > 0 {
 		t += "; figures selected: " + strings.Join(sel.Figures, ", ")
 	}
@@ -239,7 +246,8 @@ func legRow(l *evidence.Leg, zone func(string) string) Leg {
 	out := Leg{Name: l.Name, Verdict: string(l.Verdict), Failed: l.Verdict.Failed(), Reason: l.Reason,
 		VerdictText: string(l.Verdict), Setup: l.Setup, HasEvidence: true, File: "legs/" + l.Name + ".json",
 		Duration: fmtDur(l.Duration), Chance: l.Chance, Dialled: strings.Join(l.Dialled, "; "), Cut: legCut(l.Red, l.Green)}
-	if out.Failed && l.Reason != "" {
+	// A skipped leg says why: what it needs and what the cluster has.
+	if (out.Failed || l.Verdict == evidence.Skipped) && l.Reason != "" {
 		out.VerdictText += ": " + l.Reason
 	}
 	sc := scalesOf(l)

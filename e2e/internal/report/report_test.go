@@ -12,7 +12,7 @@ import (
 
 	"github.com/onsi/ginkgo/v2/types"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/internal/testing/golden"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 )
 
 // mark is the check a run gets: whether it showed what its mode is for.

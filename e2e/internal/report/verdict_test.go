@@ -7,7 +7,7 @@ import (
 
 	"github.com/onsi/ginkgo/v2/types"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 )
 
 func TestVerdict(t *testing.T) {
@@ -259,6 +259,29 @@ func TestFigureOnlySelection(t *testing.T) {
 	for _, st := range []types.SpecState{types.SpecStateSkipped, types.SpecStateFailed, types.SpecStateInterrupted} {
 		if r := Build(Input{Evidence: set, Ginkgo: figure(st)}); r.Passed {
 			t.Errorf("figure %s: the run passed", st)
+		}
+	}
+}
+
+// TestSkippedLeg: a leg skipped for what the cluster lacks (leg.Needs) is
+// shown as skipped with its reason, is not counted as passed, and does not
+// fail the run.
+func TestSkippedLeg(t *testing.T) {
+	g := ginkgoRun("", map[string]types.SpecState{"reach": types.SpecStatePassed, "topology": types.SpecStateSkipped})
+	why := "needs ≥3 zones of schedulable nodes; the cluster has 1 schedulable workers [w1], its schedulable nodes 1 zones [a]"
+	r := Build(Input{Evidence: &evidence.Set{Order: runOrder, Legs: []*evidence.Leg{
+		leg("reach", run(evidence.Red, true, false), run(evidence.Green, false, true), ""),
+		{Name: "topology", Verdict: evidence.Skipped, Reason: why},
+	}}, Ginkgo: g})
+	if !r.Passed {
+		t.Error("a leg skipped for what the cluster lacks failed the run")
+	}
+	if want := "1 of 2 selected legs passed, 1 skipped (the cluster lacks what they need)"; r.Tally != want {
+		t.Errorf("tally %q, want %q", r.Tally, want)
+	}
+	for _, l := range r.Legs {
+		if l.Name == "topology" && (l.Failed || l.VerdictText != "skipped: "+why || l.Red.Ran || l.Green.Ran) {
+			t.Errorf("skipped row: failed %v, text %q, red ran %v, green ran %v", l.Failed, l.VerdictText, l.Red.Ran, l.Green.Ran)
 		}
 	}
 }
