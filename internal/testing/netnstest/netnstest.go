@@ -3,16 +3,19 @@ package netnstest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/aether-mesh/svclb/internal/testing/testenv/prereq"
 )
@@ -35,6 +38,9 @@ func New(t testing.TB) *NS {
 	}
 	name := fmt.Sprintf("svclbt-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
 
+	if err := prepareRunDir(); err != nil {
+		t.Fatalf("netnstest: %v", err)
+	}
 	h, err := create(name)
 	if err != nil {
 		t.Fatalf("netnstest: %v", err)
@@ -60,6 +66,45 @@ func New(t testing.TB) *NS {
 		t.Fatalf("netnstest: loopback up in %s: %v", name, err)
 	}
 	return ns
+}
+
+// runDir holds the named namespaces: iproute2's NETNS_RUN_DIR, vishvananda/netns's bind mount path.
+const runDir = "/var/run/netns"
+
+var prepared struct {
+	once sync.Once
+	err  error
+}
+
+// prepareRunDir makes runDir a shared mount point as `ip netns add` does (iproute2's
+// ip/ipnetns.c, netns_add: MS_SHARED|MS_REC, and on EINVAL the directory bound onto itself
+// first). Without it, a namespace bound onto a file of the plain directory before another
+// process's first `ip netns add` (tests of other packages run in parallel) ends up under that
+// self-bind: no unmount through the path reaches it any more, and unlinking the file fails with
+// EBUSY. Two processes doing this first step at once can still stack two binds; iproute2 has the
+// same window.
+func prepareRunDir() error {
+	prepared.once.Do(func() {
+		if err := os.MkdirAll(runDir, 0o755); err != nil {
+			prepared.err = fmt.Errorf("create %s: %w", runDir, err)
+			return
+		}
+		for bound := false; ; bound = true {
+			err := unix.Mount("", runDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+			if err == nil {
+				return
+			}
+			if !errors.Is(err, unix.EINVAL) || bound {
+				prepared.err = fmt.Errorf("make %s a shared mount: %w", runDir, err)
+				return
+			}
+			if err := unix.Mount(runDir, runDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+				prepared.err = fmt.Errorf("bind %s onto itself: %w", runDir, err)
+				return
+			}
+		}
+	})
+	return prepared.err
 }
 
 // create makes a named namespace without leaving any reusable thread in it:
@@ -101,7 +146,7 @@ func create(name string) (netns.NsHandle, error) {
 func (n *NS) Name() string { return n.name }
 
 // Path is the namespace's file, e.g. for nsenter --net=PATH.
-func (n *NS) Path() string { return "/var/run/netns/" + n.name }
+func (n *NS) Path() string { return runDir + "/" + n.name }
 
 // Fd is an open file descriptor of the namespace (for libraries that take
 // one, e.g. nftables.WithNetNSFd). It stays valid until the test ends.
