@@ -225,14 +225,20 @@ func deployNode(ctx context.Context, c *envconf.Config) (context.Context, error)
 	return ctx, err
 }
 
-// meshedClients starts one meshed client per node; most legs dial from all.
+// meshedClients starts one meshed client per schedulable node; most legs dial from all. A
+// tainted or cordoned node gets none: the clients are pinned by nodeName, which would bypass
+// the taint an operator set.
 // A client a kept cluster left running keeps the binary of the echo image
 // it started from, without the subcommands a newer tree's legs use
 // (lookup, tls, until-reply): a client whose image digest is not the one
 // its node holds now (make e2e-svc has just loaded it) is recreated.
 func meshedClients(ctx context.Context, _ *envconf.Config) (context.Context, error) {
 	var stale []*corev1.Pod
-	for _, n := range suite.cluster.Nodes {
+	nodes := suite.cluster.Schedulable()
+	if len(nodes) == 0 {
+		return ctx, fmt.Errorf("no schedulable node for the meshed clients (every node is tainted NoSchedule/NoExecute or cordoned)")
+	}
+	for _, n := range nodes {
 		p, err := workload.MeshedClient(suite.legsNS, "client-"+n.Name, n.Name, "client")
 		if err != nil {
 			return ctx, err
@@ -258,7 +264,7 @@ func meshedClients(ctx context.Context, _ *envconf.Config) (context.Context, err
 			return ctx, err
 		}
 	}
-	pods, err := suite.cluster.WaitPodsReady(ctx, suite.legsNS, workload.RoleLabel+"=client", len(suite.cluster.Nodes), 3*time.Minute)
+	pods, err := suite.cluster.WaitPodsReady(ctx, suite.legsNS, workload.RoleLabel+"=client", len(nodes), 3*time.Minute)
 	if err != nil {
 		return ctx, err
 	}

@@ -15,9 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aether-mesh/svclb/e2e/internal/evidence"
 	"github.com/aether-mesh/svclb/e2e/internal/suiterun"
 	"github.com/aether-mesh/svclb/fixtures/envoy"
+	"github.com/aether-mesh/svclb/fixtures/evidence"
 )
 
 type runFlags struct {
