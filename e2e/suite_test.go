@@ -108,7 +108,7 @@ func TestMain(m *testing.M) {
 	}
 	testEnv = env.NewWithKubeConfig(cfg.Kubeconfig)
 	testEnv.Setup(setupFuncs()...)
-	testEnv.Finish(step("finish: cleanup", cleanup))
+	testEnv.Finish(step("finish: cleanup", cleanup), step("finish: release the run lock", cluster.ReleaseRun()))
 	os.Exit(testEnv.Run(m))
 }
 
@@ -145,6 +145,8 @@ func setupFuncs() []env.Func {
 	g.ImagePullPolicy = corev1.PullNever // kind-loaded, never pulled
 	return []env.Func{
 		step("setup: connect", cluster.Connect(cfg.Cluster)),
+		// Before anything changes: one run at a time flips the agent's flags and the guard's cuts.
+		step("setup: run lock", cluster.HoldRun(cluster.RunHolder("e2e"), progress)),
 		// Before anything reads a node: docker exec on kind, else the node-access DaemonSet.
 		step("setup: node access", cluster.SetupNodeAccess(cluster.NodeAccessOptions{Want: cfg.NodeAccess,
 			Image: cluster.NodeAccessImage, PullPolicy: corev1.PullNever, Log: progress})),

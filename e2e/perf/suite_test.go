@@ -124,6 +124,7 @@ func TestMain(m *testing.M) {
 	g.ImagePullPolicy = corev1.PullNever
 	e.Setup(
 		step("connect", cluster.Connect(cfg.Cluster)),
+		step("run lock", cluster.HoldRun(cluster.RunHolder("perf"), progress)),
 		step("record the agent's config", recordConfig),
 		step("deploy guard", guard.Deploy(g)),
 		step("deploy node DaemonSet", agent.Deploy(agent.Options{Proxy: cfg.Proxy, ProxyArgs: proxyArgs()})),
@@ -137,7 +138,7 @@ func TestMain(m *testing.M) {
 			return ctx, err
 		}),
 	)
-	e.Finish(step("cleanup", cleanup))
+	e.Finish(step("cleanup", cleanup), step("release the run lock", cluster.ReleaseRun()))
 	os.Exit(e.Run(m))
 }
 

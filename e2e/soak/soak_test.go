@@ -45,6 +45,7 @@ func TestMain(m *testing.M) {
 	g.ImagePullPolicy = corev1.PullNever // kind-loaded, never pulled
 	testEnv.Setup(
 		timed("setup: connect", cluster.Connect(cfg.Cluster)),
+		timed("setup: run lock", cluster.HoldRun(cluster.RunHolder("soak"), prog.Printf)),
 		// Before the node DaemonSet's deploy, which renders the agent's
 		// ConfigMap with both phases off: what the run found is what it
 		// puts back.
@@ -53,6 +54,7 @@ func TestMain(m *testing.M) {
 		timed("setup: deploy node DaemonSet", agent.Deploy(agent.Options{Proxy: cfg.Proxy, EnvoyImage: cfg.EnvoyImage})),
 		timed("setup: namespace "+Namespace, cluster.CreateNamespace(Namespace)),
 	)
+	testEnv.Finish(cluster.ReleaseRun())
 	os.Exit(testEnv.Run(m))
 }
 

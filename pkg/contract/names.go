@@ -12,6 +12,12 @@ const (
 	NodeServiceAccount = "svclb-node"
 	// GuardName names the guard's DaemonSet, ServiceAccount and RBAC.
 	GuardName = "svclb-guard"
+	// RunLease, a coordination.k8s.io Lease in RunLeaseNamespace, is held by the one suite run
+	// (legs, soak, perf) that may flip the agent's flags and the guard's cuts on the cluster.
+	// It lives in kube-system, as leader-election leases do, so that it exists before
+	// Namespace does and outlives an uninstall that deletes Namespace.
+	RunLease          = "svclb-e2e-run"
+	RunLeaseNamespace = "kube-system"
 
 	// AgentConfigMap carries the agent's live settings (keys below).
 	AgentConfigMap = "svclb-agent"

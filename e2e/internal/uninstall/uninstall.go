@@ -112,12 +112,24 @@ func (u *Uninstaller) Uninstall(ctx context.Context) error {
 			first = append(first, o)
 		}
 	}
-	return u.withNodeAccess(ctx, func(ctx context.Context) error {
+	// A suite run in progress would redeploy or judge what this removes: refuse while one holds
+	// the cluster; the lock's Lease goes last.
+	lock, err := cluster.LockRun(ctx, u.Cluster.CS, cluster.RunHolder("uninstall"), u.logf)
+	if err != nil {
+		return fmt.Errorf("uninstall: %w", err)
+	}
+	err = u.withNodeAccess(ctx, func(ctx context.Context) error {
 		if err := u.remove(ctx, first); err != nil {
 			return err
 		}
 		return u.putBackAndVerify(ctx, true)
 	}, func(bool) []client.Object { return last })
+	lock.Release()
+	lerr := u.Cluster.CS.CoordinationV1().Leases(contract.RunLeaseNamespace).Delete(ctx, contract.RunLease, metav1.DeleteOptions{})
+	if lerr != nil && !apierrors.IsNotFound(lerr) {
+		err = errors.Join(err, fmt.Errorf("delete lease %s/%s: %w", contract.RunLeaseNamespace, contract.RunLease, lerr))
+	}
+	return err
 }
 
 // remove deletes objs in order and waits until every one that was there is gone (a

@@ -2,6 +2,7 @@ package uninstall
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,12 +13,15 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -136,6 +140,27 @@ func TestUninstall(t *testing.T) {
 	}
 	if len(nodes.files["files"]) != 0 {
 		t.Errorf("files left: %v", nodes.files["files"])
+	}
+	if _, err := cs.CoordinationV1().Leases(contract.RunLeaseNamespace).Get(context.Background(), contract.RunLease, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("run lease left (get: %v)", err)
+	}
+}
+
+// TestUninstallRefusedDuringRun: while a suite run holds the cluster's run lock, uninstall
+// removes nothing and names the run.
+func TestUninstallRefusedDuringRun(t *testing.T) {
+	now := metav1.NowMicro()
+	cs := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: contract.Namespace}},
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: contract.GuardName, Namespace: contract.Namespace}},
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: contract.RunLease, Namespace: contract.RunLeaseNamespace},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("e2e@elsewhere/pid-1/t"), LeaseDurationSeconds: ptr.To(int32(60)), RenewTime: &now, AcquireTime: &now}})
+	u := &Uninstaller{Cluster: &cluster.Cluster{CS: cs}, Nodes: &fakeNodes{}, Log: io.Discard, Poll: 10 * time.Millisecond, Timeout: time.Second}
+	err := u.Uninstall(context.Background())
+	if !errors.Is(err, cluster.ErrClusterInUse) || !strings.Contains(err.Error(), "e2e@elsewhere") {
+		t.Fatalf("Uninstall during a run = %v, want ErrClusterInUse naming the run", err)
+	}
+	if _, err := cs.AppsV1().DaemonSets(contract.Namespace).Get(context.Background(), contract.GuardName, metav1.GetOptions{}); err != nil {
+		t.Errorf("the guard's DaemonSet went although the uninstall was refused: %v", err)
 	}
 }
 
