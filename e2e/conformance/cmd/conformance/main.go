@@ -145,6 +145,12 @@ func runPhases(ctx context.Context, o options) (retErr error) {
 	if err := os.MkdirAll(o.artifacts, 0o755); err != nil {
 		return err
 	}
+	// Its phases set the agent's flags and the cut: one run at a time (docs/cli.md).
+	lock, err := cluster.LockRun(ctx, c.CS, cluster.RunHolder("conformance"), logf)
+	if err != nil {
+		return err
+	}
+	defer lock.Release() // after the restore below: deferred first, runs last
 	var enrolled *enroll.Enrolled
 	defer func() {
 		if enrolled == nil {
