@@ -11,6 +11,10 @@ import (
 // ZoneLabel is the node label that carries each node's zone.
 const ZoneLabel = "topology.kubernetes.io/zone"
 
+// DefaultName is cluster.yaml's cluster name: what the CLIs and suites connect to when not
+// told otherwise (TestConfig holds the two together).
+const DefaultName = "svclb"
+
 // ClusterYAML is the kind cluster configuration `make cluster` uses.
 //
 //go:embed cluster.yaml

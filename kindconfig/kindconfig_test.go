@@ -13,8 +13,8 @@ func TestConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Name != "svclb" {
-		t.Errorf("name = %q, want svclb", c.Name)
+	if c.Name != DefaultName {
+		t.Errorf("name = %q, want DefaultName %q", c.Name, DefaultName)
 	}
 	n := c.Networking
 	if n.KubeProxyMode != v1alpha4.NFTablesProxyMode {

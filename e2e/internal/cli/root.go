@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/aether-mesh/svclb/e2e/internal/suiterun"
+	"github.com/aether-mesh/svclb/kindconfig"
 )
 
 // globals are the flags every command takes.
@@ -99,7 +100,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
 	pf.StringVar(&g.context, "context", "", "kubeconfig context (default: its current context)")
-	pf.StringVar(&g.cluster, "cluster", "svclb", "kind cluster name (kind names the node containers after it)")
+	pf.StringVar(&g.cluster, "cluster", kindconfig.DefaultName, "kind cluster name (kind names the node containers after it)")
 	pf.StringVar(&g.repo, "repo", "", "repository root (default: found from the working directory)")
 	pf.StringVar(&g.goCmd, "go", "go", "go command that builds the suite and report binaries")
 	pf.StringVar(&g.suiteBin, "suite-binary", "", "the suite binary (default: built with go test -c ./e2e into _output/e2e.test)")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
+	"github.com/aether-mesh/svclb/kindconfig"
 )
 
 // Env reads a suite's settings from the environment. A variable that is unset or empty takes
@@ -119,7 +120,7 @@ type Target struct {
 func (e *Env) Target(repo string) Target {
 	return Target{
 		Kubeconfig: e.kubeconfig(repo),
-		Cluster:    e.String("SVCLB_CLUSTER", "svclb"),
+		Cluster:    e.String("SVCLB_CLUSTER", kindconfig.DefaultName),
 		Proxy:      e.String("SVCLB_PROXY", manifests.ProxyBuiltin),
 		NodeAccess: e.nodeAccess("SVCLB_NODE_ACCESS"),
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/aether-mesh/svclb/e2e/internal/kit"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
+	"github.com/aether-mesh/svclb/kindconfig"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -58,7 +59,7 @@ func main() {
 	var o options
 	var phases string
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "_output/kubeconfig", "kubeconfig of the kind cluster")
-	flag.StringVar(&o.clusterName, "cluster", "svclb", "kind cluster name")
+	flag.StringVar(&o.clusterName, "cluster", kindconfig.DefaultName, "kind cluster name")
 	flag.StringVar(&o.e2eTest, "e2e-test", "_output/bin/k8s-e2e.test", "Kubernetes' e2e binary (go test -c k8s.io/kubernetes/test/e2e)")
 	flag.StringVar(&o.kubectl, "kubectl", "_output/bin/kubectl", "kubectl of the same version, for --kubectl-path")
 	flag.StringVar(&o.set, "set", specs.SetCore, "the set: "+specs.SetCore+" (the -core-file list), "+specs.SetServices+" (every spec of "+strings.Join(specs.ServiceFiles, ", ")+", from e2e.test --list-tests) or a file of spec names, one per line")
