@@ -100,7 +100,7 @@ scale: k8s-test-bins ## Agent vs kube-proxy RSS at 10k Services / 100k endpoints
 # SCALE_STEPS: the Service counts to step through (the population only grows).
 SCALE_STEPS ?= 1000,2000,5000,10000
 .PHONY: scale-growth
-scale-growth: k8s-test-bins ## How cost grows: agent/node proxy push time, pushes, RSS beside kube-proxy's at each of SCALE_STEPS Services (root, ~30 min; SVCLB_SCALE_PROFILE=1); growth.json in _artifacts/perf/
+scale-growth: k8s-test-bins ## How cost grows: agent/node proxy push time, pushes, RSS beside kube-proxy's at each of SCALE_STEPS Services (root, ~5 min; SVCLB_SCALE_PROFILE=1: node proxy heap profiles); growth.json in _artifacts/perf/
 	SVCLB_SCALE=1 SVCLB_SCALE_STEPS=$(SCALE_STEPS) SVCLB_PERF_ARTIFACTS=$(PERF_ARTIFACTS) $(GO) test -count=1 -v -timeout 115m -run 'TestGrowth$$' ./e2e/scale
 
 .PHONY: help

@@ -52,18 +52,21 @@ type GrowthStep struct {
 	Push      time.Duration `json:"push"`
 	KubeProxy time.Duration `json:"kubeProxy"`
 	// Pushes and PushSeconds are the agent's own account of the step (the count and sum of
-	// its push-duration histogram, from before the step's first Create to after Push): how
-	// many rebuilds it handed to its xDS server, and their total duration.
+	// its push-duration histogram, from before the step's first Create to after Push and the
+	// settle): how many rebuilds it handed to its xDS server, and their total duration.
 	Pushes      uint64  `json:"pushes"`
 	PushSeconds float64 `json:"pushSeconds"`
 	// Resident memory after the step (and a settle), and CPU used during it.
-	Agent          ProcCost   `json:"agent"`
-	NodeProxy      ProcCost   `json:"nodeProxy"`
-	KubeProxyCost  ProcCost   `json:"kubeProxyCost"`
-	LoadAfter      [3]float64 `json:"loadAfter"`
-	NodeProxyHeap  string     `json:"nodeProxyHeap,omitempty"` // a heap profile's file, beside GrowthFile
-	AgentClusters  int        `json:"agentClusters"`           // the agent's /status, for the record
-	AgentEndpoints int        `json:"agentEndpoints"`
+	Agent         ProcCost   `json:"agent"`
+	NodeProxy     ProcCost   `json:"nodeProxy"`
+	KubeProxyCost ProcCost   `json:"kubeProxyCost"`
+	LoadAfter     [3]float64 `json:"loadAfter"`
+	NodeProxyHeap string     `json:"nodeProxyHeap,omitempty"` // a heap profile's file, beside GrowthFile
+	// AgentHeapInuse is the agent's Go heap in use after the step (its go_memstats metric; the
+	// agent serves no pprof).
+	AgentHeapInuse uint64 `json:"agentHeapInuse"`
+	AgentClusters  int    `json:"agentClusters"` // the agent's /status, for the record
+	AgentEndpoints int    `json:"agentEndpoints"`
 }
 
 // ProcCost is one process's cost at a step.
@@ -89,19 +92,20 @@ func ParseSteps(s string) ([]int, error) {
 	return out, nil
 }
 
-// Table renders the steps as the test logs them: one row per step, memory in MiB, the ratios
-// against kube-proxy's VmRSS.
+// Table renders the steps as the test logs them: one row per step, memory in MiB (VmRSS, and the
+// agent's Go heap in use), the ratios against kube-proxy's VmRSS.
 func (g *Growth) Table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%8s %8s %9s %7s %8s %9s %9s %9s %8s %10s %9s %6s\n", "services", "created", "push", "pushes", "push s",
-		"agent MiB", "proxy MiB", "k-p MiB", "agent/kp", "(a+p)/kp", "k-p prog", "load1")
+	fmt.Fprintf(&b, "%8s %8s %9s %7s %8s %9s %10s %9s %9s %8s %10s %9s %6s\n", "services", "created", "push", "pushes", "push s",
+		"agent MiB", "agent heap", "proxy MiB", "k-p MiB", "agent/kp", "(a+p)/kp", "k-p prog", "load1")
 	for _, s := range g.Steps {
 		kp := "–"
 		if s.KubeProxy > 0 {
 			kp = s.KubeProxy.Round(100 * time.Millisecond).String()
 		}
-		fmt.Fprintf(&b, "%8d %8s %9s %7d %8.3f %9s %9s %9s %8s %10s %9s %6.2f\n", s.Services, s.Created.Round(time.Second),
-			s.Push.Round(10*time.Millisecond), s.Pushes, s.PushSeconds, MiB(s.Agent.RSS), MiB(s.NodeProxy.RSS), MiB(s.KubeProxyCost.RSS),
+		fmt.Fprintf(&b, "%8d %8s %9s %7d %8.3f %9s %10s %9s %9s %8s %10s %9s %6.2f\n", s.Services, s.Created.Round(time.Second),
+			s.Push.Round(10*time.Millisecond), s.Pushes, s.PushSeconds, MiB(s.Agent.RSS), MiB(s.AgentHeapInuse), MiB(s.NodeProxy.RSS),
+			MiB(s.KubeProxyCost.RSS),
 			ratioText(s.Agent.RSS, s.KubeProxyCost.RSS), ratioText(s.Agent.RSS+s.NodeProxy.RSS, s.KubeProxyCost.RSS), kp, s.LoadAfter[0])
 	}
 	return b.String()

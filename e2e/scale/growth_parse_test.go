@@ -31,6 +31,8 @@ svclb_push_duration_seconds_sum 1.25
 svclb_push_duration_seconds_count 7
 # TYPE svclb_clusters gauge
 svclb_clusters 12
+# TYPE go_memstats_heap_inuse_bytes gauge
+go_memstats_heap_inuse_bytes 4.194304e+07
 `
 	p, err := ParsePushes([]byte(body))
 	if err != nil || p != (Pushes{Count: 7, Seconds: 1.25}) {
@@ -47,6 +49,12 @@ svclb_clusters 12
 	}
 	if _, err := ParsePushes([]byte("not { metrics")); err == nil {
 		t.Error("no error for a body that does not parse")
+	}
+	if h, err := ParseHeapInuse([]byte(body)); err != nil || h != 40<<20 {
+		t.Errorf("ParseHeapInuse = %d, %v", h, err)
+	}
+	if _, err := ParseHeapInuse([]byte("# TYPE svclb_clusters gauge\nsvclb_clusters 12\n")); err == nil {
+		t.Error("no error without the heap gauge")
 	}
 }
 
@@ -67,7 +75,7 @@ func sampleGrowth() *Growth {
 	return &Growth{Started: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC), CPUs: 2, EndpointsPer: 10, Workers: 8, Poll: growthPoll,
 		Steps: []GrowthStep{
 			{Services: 1000, Created: 41 * time.Second, Push: 750 * time.Millisecond, KubeProxy: 4 * time.Second, Pushes: 12, PushSeconds: 0.4,
-				Agent: ProcCost{Memory: Memory{RSS: 50 * mib}}, NodeProxy: ProcCost{Memory: Memory{RSS: 30 * mib}},
+				Agent: ProcCost{Memory: Memory{RSS: 50 * mib}}, AgentHeapInuse: 20 * mib, NodeProxy: ProcCost{Memory: Memory{RSS: 30 * mib}},
 				KubeProxyCost: ProcCost{Memory: Memory{RSS: 100 * mib}}, LoadAfter: [3]float64{6.5, 4, 2}},
 			{Services: 2000, Push: 1250 * time.Millisecond, Agent: ProcCost{Memory: Memory{RSS: 60 * mib}}}, // kube-proxy unmeasured
 		}}
@@ -81,12 +89,12 @@ func TestGrowthTable(t *testing.T) {
 	if !strings.HasPrefix(strings.TrimSpace(lines[0]), "services") {
 		t.Errorf("header %q", lines[0])
 	}
-	want := []string{"1000", "41s", "750ms", "12", "0.400", "50.0", "30.0", "100.0", "0.500", "0.800", "4s", "6.50"}
+	want := []string{"1000", "41s", "750ms", "12", "0.400", "50.0", "20.0", "30.0", "100.0", "0.500", "0.800", "4s", "6.50"}
 	if got := strings.Fields(lines[1]); !reflect.DeepEqual(got, want) {
 		t.Errorf("row 1 = %q, want %q", got, want)
 	}
 	// No kube-proxy figure: no ratio, no time, rather than a division by zero.
-	if got := strings.Fields(lines[2]); got[8] != "–" || got[9] != "–" || got[10] != "–" {
+	if got := strings.Fields(lines[2]); got[9] != "–" || got[10] != "–" || got[11] != "–" {
 		t.Errorf("row 2 = %q", got)
 	}
 }

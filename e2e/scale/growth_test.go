@@ -115,7 +115,10 @@ func TestGrowth(t *testing.T) {
 		for _, p := range procs {
 			before[p] = cpuOf(t, p)
 		}
-		pushesBefore := agentPushes(t, agentHTTP)
+		pushesBefore, err := ParsePushes(agentMetrics(t, agentHTTP))
+		if err != nil {
+			t.Fatal(err)
+		}
 		start := time.Now()
 		progress := max((n-from)/4, 1)
 		logProgress := func(done int) {
@@ -123,7 +126,6 @@ func TestGrowth(t *testing.T) {
 				t.Logf("step %d: created %d/%d new Services and their EndpointSlices (%s)", n, done, n-from, time.Since(start).Round(time.Second))
 			}
 		}
-		var err error
 		if from == 0 { // the first step makes the namespace too
 			err = Populate(ctx, h.kube, spec, logProgress)
 		} else {
@@ -192,8 +194,16 @@ func TestGrowth(t *testing.T) {
 			st.Push.Round(10*time.Millisecond), st.KubeProxy.Round(100*time.Millisecond), proxyState, kpState)
 
 		time.Sleep(growthSettle)
-		p := agentPushes(t, agentHTTP).Sub(pushesBefore)
+		body := agentMetrics(t, agentHTTP)
+		p, err := ParsePushes(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = p.Sub(pushesBefore)
 		st.Pushes, st.PushSeconds = p.Count, p.Seconds
+		if st.AgentHeapInuse, err = ParseHeapInuse(body); err != nil {
+			t.Fatal(err)
+		}
 		cost := func(p *process) ProcCost {
 			m, err := ReadMemory(p.pid)
 			if err != nil {
@@ -243,8 +253,8 @@ func cpuOf(t *testing.T, p *process) CPU {
 	return c
 }
 
-// agentPushes scrapes the agent's /metrics for its push histogram.
-func agentPushes(t *testing.T, agentHTTP string) Pushes {
+// agentMetrics scrapes the agent's /metrics.
+func agentMetrics(t *testing.T, agentHTTP string) []byte {
 	c := http.Client{Timeout: 30 * time.Second}
 	resp, err := c.Get("http://" + agentHTTP + "/metrics")
 	if err != nil {
@@ -255,11 +265,7 @@ func agentPushes(t *testing.T, agentHTTP string) Pushes {
 	if err != nil {
 		t.Fatalf("agent metrics: %v", err)
 	}
-	p, err := ParsePushes(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return b
 }
 
 // download saves url's body to path.

@@ -36,6 +36,23 @@ func ParsePushes(body []byte) (Pushes, error) {
 	return p, nil
 }
 
+// goHeapInuse is client_golang's Go collector's name for runtime/metrics' heap in use (spans with
+// at least one object), which the agent's registry exports.
+const goHeapInuse = "go_memstats_heap_inuse_bytes"
+
+// ParseHeapInuse reads the agent's Go heap in use, in bytes, from a /metrics body: with no pprof
+// in the agent, what of its VmRSS is live heap.
+func ParseHeapInuse(body []byte) (uint64, error) {
+	m, err := scrape.Parse(body)
+	if err != nil {
+		return 0, err
+	}
+	if _, ok := m[goHeapInuse]; !ok {
+		return 0, fmt.Errorf("agent metrics: no %s", goHeapInuse)
+	}
+	return uint64(m.Sum(goHeapInuse, nil)), nil
+}
+
 // Sub is p minus an earlier scrape: the pushes made in between.
 func (p Pushes) Sub(earlier Pushes) Pushes {
 	return Pushes{Count: p.Count - earlier.Count, Seconds: p.Seconds - earlier.Seconds}
