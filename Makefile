@@ -97,6 +97,12 @@ $(ACTIONLINT):
 scale: k8s-test-bins ## Agent vs kube-proxy RSS at 10k Services / 100k endpoints (root, ~15 min; SVCLB_SCALE_SERVICES, SVCLB_SCALE_ENDPOINTS, SVCLB_SCALE_ONDEMAND=1)
 	SVCLB_SCALE=1 $(GO) test -count=1 -v -timeout 55m -run TestRSS ./e2e/scale
 
+# SCALE_STEPS: the Service counts to step through (the population only grows).
+SCALE_STEPS ?= 1000,2000,5000,10000
+.PHONY: scale-growth
+scale-growth: k8s-test-bins ## How cost grows: agent/node proxy push time, pushes, RSS beside kube-proxy's at each of SCALE_STEPS Services (root, ~5 min; SVCLB_SCALE_PROFILE=1: node proxy heap profiles); growth.json in _artifacts/perf/
+	SVCLB_SCALE=1 SVCLB_SCALE_STEPS=$(SCALE_STEPS) SVCLB_PERF_ARTIFACTS=$(PERF_ARTIFACTS) $(GO) test -count=1 -v -timeout 115m -run 'TestGrowth$$' ./e2e/scale
+
 .PHONY: help
 help:
 	@echo "make <target>   (README.md; the test tiers: TESTING.md)"

@@ -11,6 +11,15 @@
 // and the agent/kube-proxy ratio. The helpers (objects, /proc, kubeconfig, the apiserver
 // forwarder) are unit-tested in the default run.
 //
+// TestGrowth (`make scale-growth`, SCALE_STEPS) is how that cost grows: the three run from an
+// empty cluster while the Services are created in steps (1,000, 2,000, 5,000, 10,000). After
+// each step it records the push time (the step's last Create until the node proxy's /stats show
+// a cluster for every Service and none warming, polled every 250 ms), the agent's pushes and
+// their total duration (its contract.MetricPushDuration histogram), VmRSS of all three, and
+// with SVCLB_SCALE_PROFILE=1 the node proxy's heap profile (the agent serves no pprof). It logs
+// a table per step and rewrites GrowthFile in the perf results directory after each one. Its
+// figures are in docs/perf.md, "How cost grows".
+//
 // Measured (2026-11-29, an x86_64 VM with 24 GiB and 2 shared, heavily loaded cores, Go 1.26,
 // kube-proxy v1.34.4; 10,000 Services × 10 endpoints plus Service kubernetes; VmRSS / VmHWM in
 // MiB, time to programmed):

@@ -93,10 +93,10 @@ func (h *harness) startAgent(t *testing.T) (p *process, httpAddr, sock string) {
 	return p, httpAddr, sock
 }
 
-// startNodeProxy runs the built-in node proxy on the agent's socket and returns it with its
-// admin address.
-func (h *harness) startNodeProxy(t *testing.T, sock string) (p *process, admin string) {
+// startNodeProxy runs the built-in node proxy on the agent's socket, with extra flags if any
+// (TestGrowth's --pprof), and returns it with its admin address.
+func (h *harness) startNodeProxy(t *testing.T, sock string, extra ...string) (p *process, admin string) {
 	admin = freeAddr(t)
-	return startProcess(t, h.dir, "svclb-nodeproxy", exec.Command(filepath.Join(h.dir, "svclb-nodeproxy"), "--xds-socket="+sock,
-		"--node-id=svclb-node~"+harnessNode, "--admin="+admin)), admin
+	args := append([]string{"--xds-socket=" + sock, "--node-id=svclb-node~" + harnessNode, "--admin=" + admin}, extra...)
+	return startProcess(t, h.dir, "svclb-nodeproxy", exec.Command(filepath.Join(h.dir, "svclb-nodeproxy"), args...)), admin
 }

@@ -63,12 +63,21 @@ func (s Spec) Objects(i int) (*corev1.Service, *discoveryv1.EndpointSlice, error
 // creators; progress (may be nil) is called with the number of Services done so far after
 // each one. It stops at the first error.
 func Populate(ctx context.Context, kube kubernetes.Interface, s Spec, progress func(done int)) error {
-	if s.Workers <= 0 {
-		s.Workers = 8
-	}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Namespace}},
 		metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("namespace %s: %w", s.Namespace, err)
+	}
+	return Grow(ctx, kube, s, 0, progress)
+}
+
+// Grow creates Services from … s.Services-1 and their EndpointSlices in the existing namespace,
+// as Populate does (a population grown step by step); progress counts from 0 again.
+func Grow(ctx context.Context, kube kubernetes.Interface, s Spec, from int, progress func(done int)) error {
+	if from < 0 || from > s.Services {
+		return fmt.Errorf("growing from Service %d to %d: out of range", from, s.Services)
+	}
+	if s.Workers <= 0 {
+		s.Workers = 8
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -91,7 +100,7 @@ func Populate(ctx context.Context, kube kubernetes.Interface, s Spec, progress f
 		}()
 	}
 feed:
-	for i := range s.Services {
+	for i := from; i < s.Services; i++ {
 		select {
 		case next <- i:
 		case <-ctx.Done():
@@ -101,7 +110,7 @@ feed:
 	close(next)
 	wg.Wait()
 	if ctx.Err() != nil { // a worker failed, or the caller gave up
-		return fmt.Errorf("populating, %d of %d Services done: %w", done.Load(), s.Services, context.Cause(ctx))
+		return fmt.Errorf("populating, %d of Services %d…%d done: %w", done.Load(), from, s.Services-1, context.Cause(ctx))
 	}
 	return nil
 }

@@ -11,8 +11,8 @@ import (
 
 // Memory is a process's resident set as the kernel reports it, in bytes.
 type Memory struct {
-	RSS uint64 // VmRSS: resident now
-	HWM uint64 // VmHWM: peak resident ("high water mark")
+	RSS uint64 `json:"rss"` // VmRSS: resident now
+	HWM uint64 `json:"hwm"` // VmHWM: peak resident ("high water mark")
 }
 
 // ReadMemory reads VmRSS and VmHWM from /proc/<pid>/status.
