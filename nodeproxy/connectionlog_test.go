@@ -68,17 +68,23 @@ func TestConnectionLogEntry(t *testing.T) {
 		WithTimeout(300*time.Millisecond).WithPolling(20*time.Millisecond).Should(gomega.Equal(1), "entries besides the connected one")
 
 	a.set(t, "2", alsResources(lis, zeroBuffers()))
+	// Until the proxy applies version 2 a greeting is still served, and logged as connected.
+	served := 0
 	adstest.Eventually(t, "the UH entry", func() bool {
-		greet(t, lis)
+		if greet(t, lis) != "" {
+			served++
+		}
 		return len(a.entries(contract.RefusalLogName)) > 0
 	})
 	ref := a.entries(contract.RefusalLogName)[0].GetCommonProperties()
 	if !ref.GetResponseFlags().GetNoHealthyUpstream() || ref.GetAccessLogType() != accesslogdatav3.AccessLogType_TcpConnectionEnd {
 		t.Errorf("refusal entry flags %v type %v, want UH at TcpConnectionEnd", ref.GetResponseFlags(), ref.GetAccessLogType())
 	}
-	if n := len(a.entries(contract.ConnectionLogName)); n != 1 {
-		t.Errorf("%d connection entries after refusals, want still 1", n)
-	}
+	// A connection entry for each served connection, none for the refused ones.
+	g.Eventually(func() int { return len(a.entries(contract.ConnectionLogName)) }).
+		WithTimeout(5*time.Second).WithPolling(20*time.Millisecond).Should(gomega.Equal(1+served), "connection entries: the first and the served greetings")
+	g.Consistently(func() int { return len(a.entries(contract.ConnectionLogName)) }).
+		WithTimeout(300*time.Millisecond).WithPolling(20*time.Millisecond).Should(gomega.Equal(1+served), "connection entries after the refusals")
 }
 
 // addrOf is a socket address's address and port; the zero value if it has none.

@@ -7,7 +7,7 @@
 // (nftables mode, in a throwaway network namespace), the svclb-agent binary and the built-in node
 // proxy connected to it. Each is started once every object exists (a node joining a big cluster)
 // and waited for until it has programmed everything: kube-proxy's service-ips map and endpoint
-// chains, the agent's /status, the node proxy's /config_dump. It prints VmRSS and VmHWM of each
+// chains, the agent's /status, the node proxy's /stats. It prints VmRSS and VmHWM of each
 // and the agent/kube-proxy ratio. The helpers (objects, /proc, kubeconfig, the apiserver
 // forwarder) are unit-tested in the default run.
 //
@@ -36,7 +36,7 @@
 // agent's one push took 6.3 s. The agent replaces kube-proxy's control plane only: the node
 // proxy's memory is the data plane's, which for kube-proxy lives in the kernel's nftables (in no
 // RSS), so agent+node proxy is about kube-proxy's peak (VmHWM 1.10 and 0.99). The node proxy's
-// figure includes this harness polling its /config_dump (a multi-MB JSON) every 2 s. Creating
+// figure includes this harness polling its /stats (a multi-MB JSON) every 2 s. Creating
 // the objects took the apiserver 7m41s and 6m13s (43 and 54 objects/s, 8 workers: each Service
 // also allocates an IPAddress object).
 package scale
