@@ -73,6 +73,10 @@ lint-go: $(GOLANGCI_LINT)
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; rc=1; fi; \
 	echo "go vet ./..."; $(GO) vet ./... || rc=1; \
 	echo "golangci-lint run ./..."; $(GOLANGCI_LINT) run ./... || rc=1; \
+	for m in $(patsubst %/go.mod,%,$(wildcard examples/*/go.mod)); do \
+	  echo "$$m: go vet, golangci-lint"; \
+	  (cd $$m && GOWORK=off $(GO) vet ./... && GOWORK=off $(GOLANGCI_LINT) run ./...) || rc=1; \
+	done; \
 	exit $$rc
 
 .PHONY: lint-sh
