@@ -220,20 +220,49 @@ func nodeLines(nodes []corev1.Node) []Line {
 	} else {
 		out = append(out, Line{OK, "roles", roles})
 	}
+	out = append(out, schedulableLine(nodes))
 	var zs []string
 	for z, ns := range zones {
 		zs = append(zs, z+"="+strings.Join(ns, ","))
 	}
 	sort.Strings(zs)
 	switch {
-	case len(zones) < 2:
-		out = append(out, Line{Warn, "zones", fmt.Sprintf("%s; without %s on nodes in two zones or more the topology leg fails", list(zs), corev1.LabelTopologyZone)})
+	case len(zones) < 3:
+		out = append(out, Line{Warn, "zones", fmt.Sprintf("%s; without %s on schedulable nodes in three zones the topology leg skips", list(zs), corev1.LabelTopologyZone)})
 	case len(noZone) > 0:
 		out = append(out, Line{Warn, "zones", fmt.Sprintf("%s; no zone: %s", strings.Join(zs, " "), strings.Join(noZone, ", "))})
 	default:
 		out = append(out, Line{OK, "zones", strings.Join(zs, " ")})
 	}
 	return out
+}
+
+// schedulableLine: which nodes take the suites' pods. The meshed clients are pinned by
+// nodeName, so the suite itself keeps them off a node tainted NoSchedule or NoExecute or
+// cordoned (cluster.Node.Schedulable); the node DaemonSets tolerate every taint.
+func schedulableLine(nodes []corev1.Node) Line {
+	var ok, off []string
+	for _, n := range nodes {
+		var why []string
+		if n.Spec.Unschedulable {
+			why = append(why, "cordoned")
+		}
+		for _, t := range n.Spec.Taints {
+			if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+				why = append(why, fmt.Sprintf("%s:%s", t.Key, t.Effect))
+			}
+		}
+		if len(why) == 0 {
+			ok = append(ok, n.Name)
+		} else {
+			off = append(off, fmt.Sprintf("%s (%s)", n.Name, strings.Join(why, ", ")))
+		}
+	}
+	text := fmt.Sprintf("%s; no client pods on: %s", list(ok), list(off))
+	if len(ok) == 0 {
+		return Line{Fail, "schedulable", text}
+	}
+	return Line{OK, "schedulable", text}
 }
 
 func list(s []string) string {

@@ -77,6 +77,23 @@ func TestKindLikeCluster(t *testing.T) {
 	find(t, lines, OK, "zones", "zone-a=svclb-worker zone-b=svclb-worker2 zone-c=svclb-control-plane")
 	find(t, lines, OK, "image", "svclb/agent:dev on every node")
 	find(t, lines, OK, "node access", "docker: every one of the 3 nodes is a running container of the local Docker engine")
+	find(t, lines, OK, "schedulable", "svclb-control-plane, svclb-worker, svclb-worker2; no client pods on: none")
+}
+
+// TestTaintedNodes: doctor names the nodes the suite keeps its client pods off, and why; with
+// none schedulable it fails.
+func TestTaintedNodes(t *testing.T) {
+	cp := node("alt-cp", "east", true)
+	cp.Spec.Taints = []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule}}
+	cordoned := node("alt-west-1", "west", false)
+	cordoned.Spec.Unschedulable = true
+	lines := Run(context.Background(), fake.NewClientset(kubeProxyCM("nftables"), cp, cordoned, node("alt-east-1", "east", false)),
+		Options{Proxy: "builtin", Probe: inDocker})
+	find(t, lines, OK, "schedulable", "alt-east-1; no client pods on: alt-cp (node-role.kubernetes.io/control-plane:NoSchedule), alt-west-1 (cordoned)")
+
+	lines = Run(context.Background(), fake.NewClientset(kubeProxyCM("nftables"), cp), Options{Proxy: "builtin", Probe: inDocker})
+	find(t, lines, Fail, "schedulable", "none; no client pods on: alt-cp")
 }
 
 // inDocker: every node is a running container of the local Docker engine (no addresses: the
@@ -118,7 +135,7 @@ func TestWhatIsMissing(t *testing.T) {
 				Command: []string{"kube-proxy", "--proxy-mode=nftables"}}}}}}}}, "builtin", OK, "kube-proxy", "--proxy-mode"},
 		{"no ServiceCIDR", []runtime.Object{kubeProxyCM("nftables")}, "builtin", Warn, "ServiceCIDR", "none"},
 		{"no worker", []runtime.Object{kubeProxyCM("nftables"), node("cp", "a", true, devImages...)}, "builtin", Fail, "roles", "workers: none"},
-		{"one zone", []runtime.Object{kubeProxyCM("nftables"), node("w", "a", false, devImages...)}, "builtin", Warn, "zones", "topology leg fails"},
+		{"one zone", []runtime.Object{kubeProxyCM("nftables"), node("w", "a", false, devImages...)}, "builtin", Warn, "zones", "topology leg skips"},
 		{"a node not Ready", []runtime.Object{kubeProxyCM("nftables"), node("w", "a", false, devImages...), notReady}, "builtin", Fail, "nodes", "not Ready: w2"},
 		{"an image not loaded", []runtime.Object{kubeProxyCM("nftables"), node("w", "a", false, devImages[1:]...)}, "builtin", Fail, "image", "svclb/agent:dev missing on w"},
 		{"a full status image list", []runtime.Object{kubeProxyCM("nftables"), node("w", "a", false, fullList()...)}, "builtin", Warn, "image", "lists only the 50 largest"},
