@@ -103,6 +103,15 @@ SCALE_STEPS ?= 1000,2000,5000,10000
 scale-growth: k8s-test-bins ## How cost grows: agent/node proxy push time, pushes, RSS beside kube-proxy's at each of SCALE_STEPS Services (root, ~5 min; SVCLB_SCALE_PROFILE=1: node proxy heap profiles); growth.json in _artifacts/perf/
 	SVCLB_SCALE=1 SVCLB_SCALE_STEPS=$(SCALE_STEPS) SVCLB_PERF_ARTIFACTS=$(PERF_ARTIFACTS) $(GO) test -count=1 -v -timeout 115m -run 'TestGrowth$$' ./e2e/scale
 
+# HELD: the idle connections held open through the node proxy, step by step; CONNS new ones
+# at CONN_RATE per second (open loop) at each.
+HELD      ?= 0,100,1000
+CONNS     ?= 2000
+CONN_RATE ?= 100
+.PHONY: scale-held
+scale-held: k8s-test-bins ## New connections' setup-to-first-byte p50/p99/p99.9 through the node proxy with HELD idle connections open, CONNS at CONN_RATE/s; proxy RSS, fds (root, ~3 min); held.json in _artifacts/perf/
+	SVCLB_SCALE=1 SVCLB_SCALE_HELD=$(HELD) SVCLB_SCALE_CONNS=$(CONNS) SVCLB_SCALE_CONN_RATE=$(CONN_RATE) SVCLB_PERF_ARTIFACTS=$(PERF_ARTIFACTS) $(GO) test -count=1 -v -timeout 55m -run 'TestHeld$$' ./e2e/scale
+
 .PHONY: help
 help:
 	@echo "make <target>   (README.md; the test tiers: TESTING.md)"
