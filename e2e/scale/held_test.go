@@ -76,7 +76,10 @@ func TestHeld(t *testing.T) {
 	pod := newPodNet(t, h.netnsDir(t), endpoints)
 	serveEcho(t, pod.backends)
 	const ns = "held"
-	vip, err := createEchoService(ctx, h.kube, ns, pod.backends)
+	if err := createNamespace(ctx, h.kube, ns); err != nil {
+		t.Fatal(err)
+	}
+	vip, err := createEchoService(ctx, h.kube, ns, "echo", pod.backends)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,26 +305,31 @@ func serveEcho(t *testing.T, addrs []netip.Addr) {
 	}
 }
 
-// createEchoService creates namespace ns, Service echo (port 80 → heldPort) and one
-// EndpointSlice with a ready endpoint at each address, and returns the VIP:port.
-func createEchoService(ctx context.Context, kube kubernetes.Interface, ns string, addrs []netip.Addr) (netip.AddrPort, error) {
+// createNamespace creates namespace ns.
+func createNamespace(ctx context.Context, kube kubernetes.Interface, ns string) error {
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return netip.AddrPort{}, fmt.Errorf("namespace %s: %w", ns, err)
+		return fmt.Errorf("namespace %s: %w", ns, err)
 	}
+	return nil
+}
+
+// createEchoService creates Service ns/name (port 80 → heldPort) and one EndpointSlice with a
+// ready endpoint at each address, and returns the VIP:port.
+func createEchoService(ctx context.Context, kube kubernetes.Interface, ns, name string, addrs []netip.Addr) (netip.AddrPort, error) {
 	svc, err := kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "echo"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Name: "echo", Port: 80,
 			TargetPort: intstr.FromInt32(heldPort), Protocol: corev1.ProtocolTCP}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("service %s/echo: %w", ns, err)
+		return netip.AddrPort{}, fmt.Errorf("service %s/%s: %w", ns, name, err)
 	}
 	vip, err := netip.ParseAddr(svc.Spec.ClusterIP)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("service %s/echo: ClusterIP %q: %w", ns, svc.Spec.ClusterIP, err)
+		return netip.AddrPort{}, fmt.Errorf("service %s/%s: ClusterIP %q: %w", ns, name, svc.Spec.ClusterIP, err)
 	}
 	es := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: "echo-1", Labels: map[string]string{discoveryv1.LabelServiceName: "echo"}},
+		ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("echo"), Port: ptr.To[int32](heldPort), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}
@@ -330,7 +338,7 @@ func createEchoService(ctx context.Context, kube kubernetes.Interface, ns string
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)}})
 	}
 	if _, err := kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, es, metav1.CreateOptions{}); err != nil {
-		return netip.AddrPort{}, fmt.Errorf("endpointslice %s/echo-1: %w", ns, err)
+		return netip.AddrPort{}, fmt.Errorf("endpointslice %s/%s: %w", ns, es.Name, err)
 	}
 	return netip.AddrPortFrom(vip, 80), nil
 }
