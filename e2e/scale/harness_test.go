@@ -81,7 +81,7 @@ func (h *harness) startKubeProxy(t *testing.T) *process {
 }
 
 // startAgent runs the agent (by default proactive CDS; with no captured pod, only Service
-// clusters), with extra flags if any (TestHeld's --service-range), and returns it with its HTTP
+// clusters), with extra flags if any (--service-range, --cds), and returns it with its HTTP
 // address and xDS socket. Its --netns-dir is netnsDir.
 func (h *harness) startAgent(t *testing.T, extra ...string) (p *process, httpAddr, sock string) {
 	httpAddr, sock = freeAddr(t), filepath.Join(h.dir, "run", "xds.sock")

@@ -47,6 +47,11 @@ type HeldLevel struct {
 	Errors       int           `json:"errors"`
 	ErrorSamples []string      `json:"errorSamples,omitempty"`
 	Lag          time.Duration `json:"lag"`
+	// Direct is the same for connections made in the same window at the same rate from the
+	// host's namespace straight to the echo servers (no capture, no proxy, no namespace
+	// switch): the machine's own share of the tail.
+	Direct       Percentiles `json:"direct"`
+	DirectErrors int         `json:"directErrors"`
 	// NodeProxy is the proxy's resident memory and FDs its open file descriptors with the
 	// held connections open, before the new ones; CPUSeconds what it used while serving them.
 	NodeProxy    Memory     `json:"nodeProxy"`
@@ -73,11 +78,12 @@ func ParseLevels(s string) ([]int, error) {
 }
 
 // Table renders the levels as the test logs them: latencies in ms, the p99 and p99.9 against the
-// first level's, the proxy's VmRSS in MiB, its fds, and its CPU per new connection in ms.
+// first level's, the direct connections' ("d"), the proxy's VmRSS in MiB, its fds, and its CPU
+// per new connection in ms.
 func (h *Held) Table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%6s %6s %6s %6s %8s %8s %8s %8s %8s %9s %9s %9s %6s %8s %6s\n", "held", "active", "conns", "errors",
-		"p50 ms", "p99 ms", "p99.9 ms", "max ms", "lag ms", "p99/p99₀", "p999/₀", "proxy MiB", "fds", "cpu ms/c", "load1")
+	fmt.Fprintf(&b, "%6s %6s %6s %6s %8s %8s %8s %8s %8s %9s %9s %8s %8s %8s %9s %6s %8s %6s\n", "held", "active", "conns", "errors",
+		"p50 ms", "p99 ms", "p99.9 ms", "max ms", "lag ms", "p99/p99₀", "p999/₀", "d p50", "d p99", "d p99.9", "proxy MiB", "fds", "cpu ms/c", "load1")
 	for _, l := range h.Levels {
 		b0 := h.Levels[0].Latency
 		p99, p999 := durRatio(l.Latency.P99, b0.P99), durRatio(l.Latency.P999, b0.P999)
@@ -85,9 +91,9 @@ func (h *Held) Table() string {
 		if n := l.Latency.N + l.Errors; n > 0 {
 			cpu = strconv.FormatFloat(l.CPUSeconds*1000/float64(n), 'f', 3, 64)
 		}
-		fmt.Fprintf(&b, "%6d %6d %6d %6d %8s %8s %8s %8s %8s %9s %9s %9s %6d %8s %6.2f\n", l.Held, l.Active, l.Latency.N+l.Errors, l.Errors,
+		fmt.Fprintf(&b, "%6d %6d %6d %6d %8s %8s %8s %8s %8s %9s %9s %8s %8s %8s %9s %6d %8s %6.2f\n", l.Held, l.Active, l.Latency.N+l.Errors, l.Errors,
 			ms(l.Latency.P50), ms(l.Latency.P99), ms(l.Latency.P999), ms(l.Latency.Max), ms(l.Lag), p99, p999,
-			MiB(l.NodeProxy.RSS), l.NodeProxyFDs, cpu, l.LoadAfter[0])
+			ms(l.Direct.P50), ms(l.Direct.P99), ms(l.Direct.P999), MiB(l.NodeProxy.RSS), l.NodeProxyFDs, cpu, l.LoadAfter[0])
 	}
 	return b.String()
 }

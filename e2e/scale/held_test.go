@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,12 +170,27 @@ func TestHeld(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := cpuOf(t, px)
+		// Beside them, in the same window and at the same rate, direct connections from this
+		// (the host's) namespace to the echo servers: what the machine alone adds to the tail.
+		var dlat []time.Duration
+		var derrs []error
+		var derr error
+		var dn atomic.Int64
+		directDone := make(chan struct{})
+		go func() {
+			defer close(directDone)
+			dlat, derrs, _, derr = OpenLoop(ctx, conns, rate, func(context.Context) (time.Time, error) {
+				return direct(pod.backends[int(dn.Add(1))%len(pod.backends)])
+			})
+		}()
 		lat, errs, lag, err := OpenLoop(ctx, conns, rate, probe)
-		if err != nil {
-			t.Fatal(err)
+		<-directDone
+		if err != nil || derr != nil {
+			t.Fatal(errors.Join(err, derr))
 		}
 		l.CPUSeconds = cpuOf(t, px).Sub(before).Total().Seconds()
 		l.Latency, l.Errors, l.Lag = Summarize(lat), len(errs), lag
+		l.Direct, l.DirectErrors = Summarize(dlat), len(derrs)
 		for _, e := range errs[:min(len(errs), heldErrorSamples)] {
 			l.ErrorSamples = append(l.ErrorSamples, e.Error())
 		}
@@ -203,6 +219,20 @@ func TestHeld(t *testing.T) {
 	if lost > 0 {
 		t.Errorf("%d of %d held connections lost", lost, len(held))
 	}
+}
+
+// direct is one connection from the host's namespace straight to the echo server at a, timed
+// to the echo of its first byte.
+func direct(a netip.Addr) (time.Time, error) {
+	c, err := net.DialTimeout("tcp4", netip.AddrPortFrom(a, heldPort).String(), heldTimeout)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer c.Close()
+	if err := firstByte(c, time.Now().Add(heldTimeout)); err != nil {
+		return time.Time{}, err
+	}
+	return time.Now(), nil
 }
 
 // firstByte writes one byte on c and reads its echo, by deadline.
