@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -49,7 +50,11 @@ type OnDemandLevel struct {
 	KnownErrors int         `json:"knownErrors"`
 	// Attempts is the proxy's tcp.cap_svc.on_demand_cluster_attempt over the first
 	// connections: how many waited for a discovery (each should).
-	Attempts     int64    `json:"attempts"`
+	Attempts int64 `json:"attempts"`
+	// Pushes and PushSeconds are the agent's pushes during the first connections and their
+	// total duration (its push-duration histogram): each admission is a rebuild.
+	Pushes       uint64   `json:"pushes"`
+	PushSeconds  float64  `json:"pushSeconds"`
 	ErrorSamples []string `json:"errorSamples,omitempty"`
 	// Agent and NodeProxy are resident memory after the level; DemandedAfter the agent's
 	// /status demanded then.
@@ -60,15 +65,21 @@ type OnDemandLevel struct {
 }
 
 // Table renders the levels as the test logs them: latencies in ms, first/known ratios of the
-// p50 and p99, memory in MiB.
+// p50 and p99, the agent's pushes and their mean, memory in MiB.
 func (o *OnDemand) Table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%8s %8s %9s %9s %9s %6s %9s %9s %6s %8s %8s %8s %9s %9s %6s\n", "demanded", "ready", "first p50", "first p99",
-		"first max", "errors", "known p50", "known p99", "errors", "p50 f/k", "p99 f/k", "attempts", "agent MiB", "proxy MiB", "load1")
+	fmt.Fprintf(&b, "%8s %8s %9s %9s %9s %6s %9s %9s %6s %8s %8s %8s %7s %11s %9s %9s %6s\n", "demanded", "ready", "first p50", "first p99",
+		"first max", "errors", "known p50", "known p99", "errors", "p50 f/k", "p99 f/k", "attempts", "pushes", "push ms avg", "agent MiB",
+		"proxy MiB", "load1")
 	for _, l := range o.Levels {
-		fmt.Fprintf(&b, "%8d %8s %9s %9s %9s %6d %9s %9s %6d %8s %8s %8d %9s %9s %6.2f\n", l.Demanded, l.Ready.Round(100*time.Millisecond),
+		avg := "–"
+		if l.Pushes > 0 {
+			avg = strconv.FormatFloat(l.PushSeconds*1000/float64(l.Pushes), 'f', 1, 64)
+		}
+		fmt.Fprintf(&b, "%8d %8s %9s %9s %9s %6d %9s %9s %6d %8s %8s %8d %7d %11s %9s %9s %6.2f\n", l.Demanded, l.Ready.Round(100*time.Millisecond),
 			ms(l.First.P50), ms(l.First.P99), ms(l.First.Max), l.FirstErrors, ms(l.Known.P50), ms(l.Known.P99), l.KnownErrors,
-			durRatio(l.First.P50, l.Known.P50), durRatio(l.First.P99, l.Known.P99), l.Attempts, MiB(l.Agent.RSS), MiB(l.NodeProxy.RSS), l.LoadAfter[0])
+			durRatio(l.First.P50, l.Known.P50), durRatio(l.First.P99, l.Known.P99), l.Attempts, l.Pushes, avg, MiB(l.Agent.RSS),
+			MiB(l.NodeProxy.RSS), l.LoadAfter[0])
 	}
 	return b.String()
 }

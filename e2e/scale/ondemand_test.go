@@ -144,6 +144,10 @@ func TestOnDemand(t *testing.T) {
 			return s["tcp."+contract.ChainSvc+".on_demand_cluster_attempt"]
 		}
 		a0 := attempts()
+		p0, err := ParsePushes(agentMetrics(t, agentHTTP))
+		if err != nil {
+			t.Fatal(err)
+		}
 		var next atomic.Int64
 		lat, errs, _, err := OpenLoop(ctx, conns, rate, func(context.Context) (time.Time, error) {
 			return probe(vips[n+int(next.Add(1)-1)]) // each to a Service of its own, not demanded
@@ -152,6 +156,12 @@ func TestOnDemand(t *testing.T) {
 			t.Fatal(err)
 		}
 		l.Attempts = attempts() - a0
+		p1, err := ParsePushes(agentMetrics(t, agentHTTP))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p1 = p1.Sub(p0)
+		l.Pushes, l.PushSeconds = p1.Count, p1.Seconds
 		l.First, l.FirstErrors = Summarize(lat), len(errs)
 		var samples []error
 		samples = append(samples, errs[:min(len(errs), heldErrorSamples)]...)
