@@ -46,8 +46,10 @@ const (
 // (SVCLB_SCALE_HELD, default 0,100,1000), and at each step SVCLB_SCALE_CONNS new connections
 // (default 2000) are opened from the pod at SVCLB_SCALE_CONN_RATE per second (default 100), an
 // open loop. Each writes one byte and reads its echo: setup to first byte, measured from when
-// the connection was due. It records p50/p99/p99.9 and the proxy's VmRSS, fds and CPU at each
-// step, logs a table and rewrites HeldFile in the perf results directory.
+// the connection was due. As many direct connections from the host's namespace to the echo
+// servers run beside them, in the same window at the same rate: the machine's share of the
+// tail. It records p50/p99/p99.9 of both and the proxy's VmRSS, fds and CPU at each step, logs
+// a table and rewrites HeldFile in the perf results directory.
 func TestHeld(t *testing.T) {
 	if !env.On("SVCLB_SCALE") {
 		t.Skip("set SVCLB_SCALE=1 (make scale-held) to measure new connections' latency through the node proxy while connections are held open")

@@ -62,6 +62,9 @@ type OnDemandLevel struct {
 	NodeProxy     Memory     `json:"nodeProxy"`
 	DemandedAfter int        `json:"demandedAfter"`
 	LoadAfter     [3]float64 `json:"loadAfter"`
+	// NodeProxyCPUProfile is the node proxy's CPU profile over the first connections, a file
+	// beside OnDemandFile (SVCLB_SCALE_PROFILE=1).
+	NodeProxyCPUProfile string `json:"nodeProxyCPUProfile,omitempty"`
 }
 
 // Table renders the levels as the test logs them: latencies in ms, first/known ratios of the

@@ -30,7 +30,8 @@ import (
 // demanded, whose cluster the proxy then asks the agent for (tcp_proxy on_demand), and as many
 // to Services already demanded, both at SVCLB_SCALE_FIRST_RATE per second (default 4, open
 // loop): setup to first byte of each. Every Service has SVCLB_SCALE_ENDPOINTS echo servers
-// (default 4). It logs a table and rewrites OnDemandFile in the perf results directory.
+// (default 4). It logs a table and rewrites OnDemandFile in the perf results directory;
+// SVCLB_SCALE_PROFILE=1 also saves the node proxy's CPU profile over the first connections.
 func TestOnDemand(t *testing.T) {
 	if !env.On("SVCLB_SCALE") {
 		t.Skip("set SVCLB_SCALE=1 (make scale-ondemand) to measure first connections through the node proxy in on-demand CDS mode")
@@ -42,6 +43,7 @@ func TestOnDemand(t *testing.T) {
 	endpoints := env.Positive("SVCLB_SCALE_ENDPOINTS", 4)
 	conns := env.Positive("SVCLB_SCALE_FIRST", 100)
 	rate := env.Float("SVCLB_SCALE_FIRST_RATE", 4)
+	profile := env.On("SVCLB_SCALE_PROFILE")
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +112,11 @@ func TestOnDemand(t *testing.T) {
 		var agentHTTP, sock, admin string
 		ag, agentHTTP, sock = h.startAgent(t, "--service-range="+testenv.ServiceClusterIPRange, "--cds="+string(agentstatus.CDSOnDemand),
 			"--demand-file="+demandFile)
-		px, admin = h.startNodeProxy(t, sock)
+		var extra []string
+		if profile {
+			extra = append(extra, "--pprof")
+		}
+		px, admin = h.startNodeProxy(t, sock, extra...)
 		var state string
 		waitFor(t, ctx, px, func() bool {
 			var st agentstatus.Status
@@ -149,10 +155,23 @@ func TestOnDemand(t *testing.T) {
 			t.Fatal(err)
 		}
 		var next atomic.Int64
+		profiled := make(chan error, 1)
+		if profile { // the node proxy's CPU over the first connections (the agent serves no pprof)
+			l.NodeProxyCPUProfile = fmt.Sprintf("ondemand-%d-nodeproxy.cpu.pb.gz", n)
+			secs := max(int(float64(conns)/rate), 1)
+			go func() {
+				profiled <- download(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, secs), filepath.Join(out, l.NodeProxyCPUProfile))
+			}()
+		} else {
+			profiled <- nil
+		}
 		lat, errs, _, err := OpenLoop(ctx, conns, rate, func(context.Context) (time.Time, error) {
 			return probe(vips[n+int(next.Add(1)-1)]) // each to a Service of its own, not demanded
 		})
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-profiled; err != nil {
 			t.Fatal(err)
 		}
 		l.Attempts = attempts() - a0
