@@ -109,7 +109,7 @@ HELD      ?= 0,100,1000
 CONNS     ?= 2000
 CONN_RATE ?= 100
 .PHONY: scale-held
-scale-held: k8s-test-bins ## New connections' setup-to-first-byte p50/p99/p99.9 through the node proxy with HELD idle connections open, CONNS at CONN_RATE/s; proxy RSS, fds (root, ~3 min); held.json in _artifacts/perf/
+scale-held: k8s-test-bins ## New connections' setup-to-first-byte p50/p99/p99.9 through the node proxy with HELD idle connections open, CONNS at CONN_RATE/s; proxy RSS, fds (root, ~2 min); held.json in _artifacts/perf/
 	SVCLB_SCALE=1 SVCLB_SCALE_HELD=$(HELD) SVCLB_SCALE_CONNS=$(CONNS) SVCLB_SCALE_CONN_RATE=$(CONN_RATE) SVCLB_PERF_ARTIFACTS=$(PERF_ARTIFACTS) $(GO) test -count=1 -v -timeout 55m -run 'TestHeld$$' ./e2e/scale
 
 # DEMANDED: the Services already demanded at each level (a fresh agent and node proxy each);
@@ -118,7 +118,7 @@ DEMANDED   ?= 10,5000
 FIRST      ?= 100
 FIRST_RATE ?= 4
 .PHONY: scale-ondemand
-scale-ondemand: k8s-test-bins ## On-demand CDS: first connections' setup-to-first-byte p50/p99 with DEMANDED Services demanded, beside demanded ones' (root, ~8 min); ondemand.json in _artifacts/perf/
+scale-ondemand: k8s-test-bins ## On-demand CDS: first connections' setup-to-first-byte p50/p99 with DEMANDED Services demanded, beside demanded ones' (root, ~4 min; SVCLB_SCALE_PROFILE=1: node proxy CPU profiles); ondemand.json in _artifacts/perf/
 	SVCLB_SCALE=1 SVCLB_SCALE_DEMANDED=$(DEMANDED) SVCLB_SCALE_FIRST=$(FIRST) SVCLB_SCALE_FIRST_RATE=$(FIRST_RATE) SVCLB_PERF_ARTIFACTS=$(PERF_ARTIFACTS) $(GO) test -count=1 -v -timeout 55m -run 'TestOnDemand$$' ./e2e/scale
 
 .PHONY: help
