@@ -12,7 +12,7 @@ import (
 // time it was due, not from when it actually started: a stall (of the proxy, or of this
 // process) then shows as the latency of every connection it delayed, which a closed loop
 // (one connection after another) would hide by sending fewer (coordinated omission). probe
-// returns when its connection saw its first byte. lag is the latest any probe started after
+// returns the time its connection saw its first byte. lag is the latest any probe started after
 // it was due: how far the generator itself fell behind.
 func OpenLoop(ctx context.Context, n int, rate float64, probe func(context.Context) (time.Time, error)) (lat []time.Duration, errs []error, lag time.Duration, err error) {
 	if n <= 0 || rate <= 0 {
