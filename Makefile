@@ -107,6 +107,24 @@ SCALE_STEPS ?= 1000,2000,5000,10000
 scale-growth: k8s-test-bins ## How cost grows: agent/node proxy push time, pushes, RSS beside kube-proxy's at each of SCALE_STEPS Services (root, ~5 min; SVCLB_SCALE_PROFILE=1: node proxy heap profiles); growth.json in _artifacts/perf/
 	SVCLB_SCALE=1 SVCLB_SCALE_STEPS=$(SCALE_STEPS) SVCLB_PERF_ARTIFACTS=$(PERF_ARTIFACTS) $(GO) test -count=1 -v -timeout 115m -run 'TestGrowth$$' ./e2e/scale
 
+# HELD: the idle connections held open through the node proxy, step by step; CONNS new ones
+# at CONN_RATE per second (open loop) at each.
+HELD      ?= 0,100,1000
+CONNS     ?= 2000
+CONN_RATE ?= 100
+.PHONY: scale-held
+scale-held: k8s-test-bins ## New connections' setup-to-first-byte p50/p99/p99.9 through the node proxy with HELD idle connections open, CONNS at CONN_RATE/s; proxy RSS, fds (root, ~2 min); held.json in _artifacts/perf/
+	SVCLB_SCALE=1 SVCLB_SCALE_HELD=$(HELD) SVCLB_SCALE_CONNS=$(CONNS) SVCLB_SCALE_CONN_RATE=$(CONN_RATE) SVCLB_PERF_ARTIFACTS=$(PERF_ARTIFACTS) $(GO) test -count=1 -v -timeout 55m -run 'TestHeld$$' ./e2e/scale
+
+# DEMANDED: the Services already demanded at each level (a fresh agent and node proxy each);
+# FIRST connections to Services not yet demanded, and as many to demanded ones, at FIRST_RATE/s.
+DEMANDED   ?= 10,5000
+FIRST      ?= 100
+FIRST_RATE ?= 4
+.PHONY: scale-ondemand
+scale-ondemand: k8s-test-bins ## On-demand CDS: first connections' setup-to-first-byte p50/p99 with DEMANDED Services demanded, beside demanded ones' (root, ~4 min; SVCLB_SCALE_PROFILE=1: node proxy CPU profiles); ondemand.json in _artifacts/perf/
+	SVCLB_SCALE=1 SVCLB_SCALE_DEMANDED=$(DEMANDED) SVCLB_SCALE_FIRST=$(FIRST) SVCLB_SCALE_FIRST_RATE=$(FIRST_RATE) SVCLB_PERF_ARTIFACTS=$(PERF_ARTIFACTS) $(GO) test -count=1 -v -timeout 55m -run 'TestOnDemand$$' ./e2e/scale
+
 .PHONY: help
 help:
 	@echo "make <target>   (README.md; the test tiers: TESTING.md)"

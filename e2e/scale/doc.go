@@ -20,6 +20,18 @@
 // a table per step and rewrites GrowthFile in the perf results directory after each one. Its
 // figures are in docs/perf.md, "How cost grows".
 //
+// TestHeld (`make scale-held`, HELD, CONNS, CONN_RATE) and TestOnDemand (`make scale-ondemand`,
+// DEMANDED, FIRST, FIRST_RATE) measure connections rather than programming. Both serve one
+// captured pod (podNet: a netns with internal/capture installed, linked into the agent's
+// --netns-dir, so the agent gives it a capture listener the node proxy binds inside it) and
+// Services whose endpoints are echo servers on the host end of the pod's veth. Each
+// connection is timed from when it was due (OpenLoop: a fixed rate, open loop) to the echo of
+// its first byte. TestHeld holds idle connections open through the proxy in steps (0, 100,
+// 1,000) and records the new connections' p50/p99/p99.9 and the proxy's VmRSS and fds at each,
+// in HeldFile. TestOnDemand starts the agent in on-demand CDS mode with a demand file of 10,
+// then 5,000 Services, and times first connections to Services not yet demanded beside
+// connections to demanded ones, in OnDemandFile.
+//
 // Measured (2026-11-29, an x86_64 VM with 24 GiB and 2 shared, heavily loaded cores, Go 1.26,
 // kube-proxy v1.34.4; 10,000 Services × 10 endpoints plus Service kubernetes; VmRSS / VmHWM in
 // MiB, time to programmed):

@@ -80,17 +80,25 @@ func (h *harness) startKubeProxy(t *testing.T) *process {
 		"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0", "--v=1"))
 }
 
-// startAgent runs the agent (proactive CDS, no captured pods: only Service clusters) and
-// returns it with its HTTP address and xDS socket.
-func (h *harness) startAgent(t *testing.T) (p *process, httpAddr, sock string) {
+// startAgent runs the agent (by default proactive CDS; with no captured pod, only Service
+// clusters), with extra flags if any (--service-range, --cds), and returns it with its HTTP
+// address and xDS socket. Its --netns-dir is netnsDir.
+func (h *harness) startAgent(t *testing.T, extra ...string) (p *process, httpAddr, sock string) {
 	httpAddr, sock = freeAddr(t), filepath.Join(h.dir, "run", "xds.sock")
-	netnsDir := filepath.Join(h.dir, "netns")
-	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+	args := append([]string{"--node-name=" + harnessNode, "--kubeconfig=" + h.kubeconfig, "--xds-socket=" + sock, "--http=" + httpAddr,
+		"--netns-dir=" + h.netnsDir(t), "--log-level=warn"}, extra...)
+	p = startProcess(t, h.dir, "svclb-agent", exec.Command(filepath.Join(h.dir, "svclb-agent"), args...))
+	return p, httpAddr, sock
+}
+
+// netnsDir is the agent's directory of pod network namespace files (empty unless a test links
+// a captured pod's namespace there), created on first use.
+func (h *harness) netnsDir(t *testing.T) string {
+	d := filepath.Join(h.dir, "netns")
+	if err := os.MkdirAll(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p = startProcess(t, h.dir, "svclb-agent", exec.Command(filepath.Join(h.dir, "svclb-agent"), "--node-name="+harnessNode,
-		"--kubeconfig="+h.kubeconfig, "--xds-socket="+sock, "--http="+httpAddr, "--netns-dir="+netnsDir, "--log-level=warn"))
-	return p, httpAddr, sock
+	return d
 }
 
 // startNodeProxy runs the built-in node proxy on the agent's socket, with extra flags if any

@@ -57,3 +57,12 @@ func parseStatus(b []byte) (Memory, error) {
 
 // MiB formats bytes as MiB with one decimal.
 func MiB(b uint64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) }
+
+// CountFDs counts a process's open file descriptors (the entries of /proc/<pid>/fd).
+func CountFDs(pid int) (int, error) {
+	es, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return 0, fmt.Errorf("process %d fds: %w", pid, err)
+	}
+	return len(es), nil
+}

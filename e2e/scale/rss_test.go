@@ -216,10 +216,12 @@ type process struct {
 	name, log string
 	pid       int
 	done      chan struct{}
+	// stop interrupts the process (then kills it) and waits for it; cleanup calls it too.
+	stop func()
 }
 
-// startProcess starts cmd with its output in dir/<name>.log; it is interrupted (then killed) at
-// cleanup, and the log's tail is shown if the test failed.
+// startProcess starts cmd with its output in dir/<name>.log; it is interrupted (then killed) by
+// p.stop or at cleanup, and the log's tail is shown if the test failed.
 func startProcess(t *testing.T, dir, name string, cmd *exec.Cmd) *process {
 	p := &process{name: name, log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
 	f, err := os.Create(p.log)
@@ -235,7 +237,7 @@ func startProcess(t *testing.T, dir, name string, cmd *exec.Cmd) *process {
 	p.pid = cmd.Process.Pid
 	go func() { _ = cmd.Wait(); _ = f.Close(); close(p.done) }()
 	var once sync.Once
-	t.Cleanup(func() {
+	p.stop = func() {
 		once.Do(func() {
 			_ = cmd.Process.Signal(os.Interrupt)
 			select {
@@ -248,7 +250,8 @@ func startProcess(t *testing.T, dir, name string, cmd *exec.Cmd) *process {
 				t.Logf("%s log tail:\n%s", name, tail(p.log, 30))
 			}
 		})
-	})
+	}
+	t.Cleanup(p.stop)
 	return p
 }
 
