@@ -53,10 +53,11 @@ func (p *Proxy) applyClusters(upserts []*clusterv3.Cluster, removed []string) er
 			p.attachDetector(c)
 			c.rebuild()
 		}
-		p.clusters[cfg.Name] = c
+		p.setActiveLocked(c)
 		ready = append(ready, cfg.Name)
 	}
 	for _, name := range removed {
+		p.eds.remove(p.clusters[name])
 		delete(p.clusters, name)
 		p.stopWarmingLocked(name)
 	}
@@ -67,7 +68,9 @@ func (p *Proxy) applyClusters(upserts []*clusterv3.Cluster, removed []string) er
 // warmLocked makes c the warming version of its name until its assignment
 // arrives or timeout (0: none) passes.
 func (p *Proxy) warmLocked(c *cluster, timeout time.Duration) {
+	p.eds.remove(p.warming[c.cfg.Name])
 	p.warming[c.cfg.Name] = c
+	p.eds.add(c)
 	if timeout > 0 {
 		c.warmTimer = time.AfterFunc(timeout, func() { p.initialFetchTimedOut(c) })
 	}
@@ -79,6 +82,7 @@ func (p *Proxy) stopWarmingLocked(name string) {
 		if w.warmTimer != nil {
 			w.warmTimer.Stop()
 		}
+		p.eds.remove(w)
 		delete(p.warming, name)
 	}
 }
@@ -89,7 +93,14 @@ func (p *Proxy) activateLocked(c *cluster, a *xdsconfig.Assignment) {
 	c.assignment = a
 	p.attachDetector(c)
 	c.rebuild()
+	p.setActiveLocked(c)
+}
+
+// setActiveLocked makes c the active version of its name, in place of the one before.
+func (p *Proxy) setActiveLocked(c *cluster) {
+	p.eds.remove(p.clusters[c.cfg.Name])
 	p.clusters[c.cfg.Name] = c
+	p.eds.add(c)
 }
 
 // initialFetchTimedOut ends c's warming at the EDS initial_fetch_timeout

@@ -2,7 +2,6 @@ package nodeproxy
 
 import (
 	"errors"
-	"sort"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
@@ -20,24 +19,11 @@ func (p *Proxy) setAssignment(c *cluster, a *xdsconfig.Assignment) {
 	c.rebuild()
 }
 
-// edsNames lists the assignments the active and warming EDS clusters need.
+// edsNames lists the assignments the active and warming EDS clusters need, sorted.
 func (p *Proxy) edsNames() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	set := map[string]bool{}
-	for _, m := range []map[string]*cluster{p.clusters, p.warming} {
-		for _, c := range m {
-			if c.cfg.Type == xdsconfig.EDS {
-				set[c.cfg.EDSName] = true
-			}
-		}
-	}
-	names := make([]string, 0, len(set))
-	for n := range set {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return p.eds.names()
 }
 
 // applyAssignments applies an EDS delta; invalid assignments keep their last good version.
