@@ -40,6 +40,10 @@ var redPass = []struct{ in, why string }{
 	{"LoadBalancer", "LoadBalancer traffic is kube-proxy's"},
 	{"hostNetwork", "hostNetwork clients are not captured"},
 	{"HealthCheckNodePort", "health check node ports are kube-proxy's"},
+	{"health check node port", "health check node ports are kube-proxy's"},
+	{"externalTrafficPolicy=Local", "externalTrafficPolicy applies to NodePorts, which are kube-proxy's"},
+	{"externallTrafficPolicy=Cluster", "externalTrafficPolicy applies to NodePorts, which are kube-proxy's"}, // upstream's spelling
+	{"not be able to connect", "it expects no connection, which a cut path also gives: only green judges the agent here"},
 	{"secure master service", "API only (default/kubernetes is never cut)"},
 	{"lifecycle", "API only"},
 	{"listing all namespaces", "API only"},
