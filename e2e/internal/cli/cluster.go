@@ -1,13 +1,21 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	kindcluster "sigs.k8s.io/kind/pkg/cluster"
 	kindcmd "sigs.k8s.io/kind/pkg/cmd"
@@ -108,6 +116,19 @@ func newClusterCreate(g *globals) *cobra.Command {
 					return &exitError{1, fmt.Errorf("loading svclb images into %s (make images): %w", o.name, err)}
 				}
 			}
+			// kind waits for the control plane only; the suite reads the Nodes once at connect,
+			// and a worker still tainted not-ready then would get no client pod.
+			rc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfigOut)
+			if err != nil {
+				return &exitError{1, fmt.Errorf("kubeconfig %s: %w", o.kubeconfigOut, err)}
+			}
+			cs, err := kubernetes.NewForConfig(rc)
+			if err != nil {
+				return &exitError{1, err}
+			}
+			if err := waitNodesReady(cmd.Context(), cs, o.wait, 2*time.Second, g.out); err != nil {
+				return &exitError{1, err}
+			}
 			fmt.Fprintf(g.out, "cluster create: done; svclb-e2e run --kubeconfig %s --cluster %s\n", o.kubeconfigOut, o.name)
 			return nil
 		},
@@ -118,7 +139,7 @@ func newClusterCreate(g *globals) *cobra.Command {
 	f.StringVar(&o.image, "image", "", "node image (default: kind's); offline: svclb/kind-node:v1.34.4")
 	f.StringVar(&o.kubeconfigOut, "kubeconfig-out", "", "where to write the cluster's kubeconfig (default: _output/kubeconfig-<name>)")
 	f.BoolVar(&o.loadImages, "load-images", true, "build svclb's images and kind-load them (make images)")
-	f.DurationVar(&o.wait, "wait", 5*time.Minute, "how long kind waits for the control plane to be Ready")
+	f.DurationVar(&o.wait, "wait", 5*time.Minute, "how long kind waits for the control plane to be Ready, and then create for every node")
 	return c
 }
 
@@ -153,4 +174,44 @@ func newClusterDelete(g *globals) *cobra.Command {
 	c.Flags().StringVar(&name, "name", "", "cluster name (required)")
 	c.Flags().StringVar(&kubeconfigOut, "kubeconfig-out", "", "the kubeconfig cluster create wrote (default: _output/kubeconfig-<name>)")
 	return c
+}
+
+// waitNodesReady waits until every Node is Ready and carries no not-ready or unreachable taint
+// (the node lifecycle controller removes those a moment after Ready), saying which are not.
+func waitNodesReady(ctx context.Context, cs kubernetes.Interface, timeout, poll time.Duration, out io.Writer) error {
+	var waiting []string
+	err := wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			waiting = []string{err.Error()}
+			return false, nil
+		}
+		waiting = waiting[:0]
+		for _, n := range nodes.Items {
+			if !nodeUp(n) {
+				waiting = append(waiting, n.Name)
+			}
+		}
+		return len(nodes.Items) > 0 && len(waiting) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("nodes not Ready within %s: %s: %w", timeout, strings.Join(waiting, ", "), err)
+	}
+	fmt.Fprintln(out, "cluster create: every node Ready")
+	return nil
+}
+
+// nodeUp: Ready, and neither of the taints a node carries while it is not.
+func nodeUp(n corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
