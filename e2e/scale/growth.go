@@ -1,10 +1,7 @@
 package scale
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -19,13 +16,7 @@ const GrowthFile = "growth.json"
 // It lives here and not in e2e/perf/internal/result because Go's internal rule keeps that
 // package out of reach of e2e/scale.
 type Growth struct {
-	Started  time.Time     `json:"started"`
-	Duration time.Duration `json:"duration"`
-	// LoadBefore and LoadAfter are /proc/loadavg's 1, 5 and 15 minute averages around the
-	// run (the machine may be shared); CPUs is how many it has.
-	LoadBefore [3]float64 `json:"loadBefore"`
-	LoadAfter  [3]float64 `json:"loadAfter"`
-	CPUs       int        `json:"cpus"`
+	RunInfo
 	// EndpointsPer is each Service's ready endpoints (one EndpointSlice); Workers the
 	// parallel creators.
 	EndpointsPer int `json:"endpointsPer"`
@@ -35,9 +26,6 @@ type Growth struct {
 	Poll          time.Duration `json:"poll"`
 	KubeProxyPoll time.Duration `json:"kubeProxyPoll"`
 	Steps         []GrowthStep  `json:"steps"`
-	Notes         []string      `json:"notes,omitempty"`
-	// Broke says where the run stopped when a step did not finish.
-	Broke string `json:"broke,omitempty"`
 }
 
 // GrowthStep is the figures once the cluster holds Services Services.
@@ -120,16 +108,4 @@ func ratioText(a, b uint64) string {
 }
 
 // Write writes g as indented JSON to dir/GrowthFile.
-func (g *Growth) Write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("results directory: %w", err)
-	}
-	b, err := json.MarshalIndent(g, "", "  ")
-	if err != nil {
-		return fmt.Errorf("%s: %w", GrowthFile, err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, GrowthFile), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("%s: %w", GrowthFile, err)
-	}
-	return nil
-}
+func (g *Growth) Write(dir string) error { return writeResult(dir, GrowthFile, g) }

@@ -72,7 +72,7 @@ func TestParseLoadavg(t *testing.T) {
 
 func sampleGrowth() *Growth {
 	const mib = 1 << 20
-	return &Growth{Started: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC), CPUs: 2, EndpointsPer: 10, Workers: 8, Poll: growthPoll,
+	return &Growth{RunInfo: RunInfo{Started: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC), CPUs: 2}, EndpointsPer: 10, Workers: 8, Poll: growthPoll,
 		Steps: []GrowthStep{
 			{Services: 1000, Created: 41 * time.Second, Push: 750 * time.Millisecond, KubeProxy: 4 * time.Second, Pushes: 12, PushSeconds: 0.4,
 				Agent: ProcCost{Memory: Memory{RSS: 50 * mib}}, AgentHeapInuse: 20 * mib, NodeProxy: ProcCost{Memory: Memory{RSS: 30 * mib}},

@@ -60,7 +60,7 @@ func TestGrowth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Minute)
 	t.Cleanup(cancel)
 
-	g := &Growth{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU(), EndpointsPer: spec.Endpoints,
+	g := &Growth{RunInfo: RunInfo{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU()}, EndpointsPer: spec.Endpoints,
 		Workers: spec.Workers, Poll: growthPoll, KubeProxyPoll: growthKubeProxyPoll}
 	if profile {
 		g.Notes = append(g.Notes, "the agent serves no pprof: only the node proxy's heap is profiled")

@@ -1,10 +1,7 @@
 package scale
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -18,11 +15,7 @@ const HeldFile = "held.json"
 // serving one Service to a captured pod while idle long-lived connections are held open
 // through it in steps, and new connections are opened at a fixed rate at each step.
 type Held struct {
-	Started    time.Time     `json:"started"`
-	Duration   time.Duration `json:"duration"`
-	LoadBefore [3]float64    `json:"loadBefore"`
-	LoadAfter  [3]float64    `json:"loadAfter"`
-	CPUs       int           `json:"cpus"`
+	RunInfo
 	// Endpoints is how many echo servers back the Service; Rate the new connections per
 	// second (open loop), Conns how many at each level, Timeout each one's bound.
 	Endpoints int           `json:"endpoints"`
@@ -30,8 +23,6 @@ type Held struct {
 	Conns     int           `json:"conns"`
 	Timeout   time.Duration `json:"timeout"`
 	Levels    []HeldLevel   `json:"levels"`
-	Notes     []string      `json:"notes,omitempty"`
-	Broke     string        `json:"broke,omitempty"`
 }
 
 // HeldLevel is the figures with Held idle connections open through the proxy.
@@ -112,16 +103,4 @@ func durRatio(a, b time.Duration) string {
 }
 
 // Write writes h as indented JSON to dir/HeldFile.
-func (h *Held) Write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("results directory: %w", err)
-	}
-	b, err := json.MarshalIndent(h, "", "  ")
-	if err != nil {
-		return fmt.Errorf("%s: %w", HeldFile, err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, HeldFile), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("%s: %w", HeldFile, err)
-	}
-	return nil
-}
+func (h *Held) Write(dir string) error { return writeResult(dir, HeldFile, h) }

@@ -99,7 +99,7 @@ func TestCountFDs(t *testing.T) {
 
 func sampleHeld() *Held {
 	const mib = 1 << 20
-	return &Held{Started: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC), CPUs: 2, Endpoints: 4, Rate: 100, Conns: 2000, Timeout: heldTimeout,
+	return &Held{RunInfo: RunInfo{Started: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC), CPUs: 2}, Endpoints: 4, Rate: 100, Conns: 2000, Timeout: heldTimeout,
 		Levels: []HeldLevel{
 			{Held: 0, Latency: Percentiles{N: 2000, P50: time.Millisecond, P99: 2 * time.Millisecond, P999: 4 * time.Millisecond, Max: 5 * time.Millisecond},
 				Lag: time.Millisecond, Direct: Percentiles{N: 2000, P50: time.Millisecond / 2, P99: time.Millisecond, P999: 3 * time.Millisecond},

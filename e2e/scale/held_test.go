@@ -94,7 +94,7 @@ func TestHeld(t *testing.T) {
 	ag, _, sock := h.startAgent(t, "--service-range="+testenv.ServiceClusterIPRange)
 	px, admin := h.startNodeProxy(t, sock)
 
-	g := &Held{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU(), Endpoints: endpoints, Rate: rate, Conns: conns,
+	g := &Held{RunInfo: RunInfo{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU()}, Endpoints: endpoints, Rate: rate, Conns: conns,
 		Timeout: heldTimeout}
 	save := func() {
 		if err := g.Write(out); err != nil {

@@ -1,10 +1,7 @@
 package scale
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -18,11 +15,7 @@ const OnDemandFile = "ondemand.json"
 // on-demand CDS mode with some Services already demanded, and first connections from a
 // captured pod to Services not yet demanded, beside connections to demanded ones.
 type OnDemand struct {
-	Started    time.Time     `json:"started"`
-	Duration   time.Duration `json:"duration"`
-	LoadBefore [3]float64    `json:"loadBefore"`
-	LoadAfter  [3]float64    `json:"loadAfter"`
-	CPUs       int           `json:"cpus"`
+	RunInfo
 	// Services is how many exist in all (each with Endpoints echo servers); Conns the
 	// connections of each kind at each level, at Rate per second (open loop), each bounded by
 	// Timeout.
@@ -32,8 +25,6 @@ type OnDemand struct {
 	Rate      float64         `json:"rate"`
 	Timeout   time.Duration   `json:"timeout"`
 	Levels    []OnDemandLevel `json:"levels"`
-	Notes     []string        `json:"notes,omitempty"`
-	Broke     string          `json:"broke,omitempty"`
 }
 
 // OnDemandLevel is the figures with Demanded Services already demanded when the agent and the
@@ -88,16 +79,4 @@ func (o *OnDemand) Table() string {
 }
 
 // Write writes o as indented JSON to dir/OnDemandFile.
-func (o *OnDemand) Write(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("results directory: %w", err)
-	}
-	b, err := json.MarshalIndent(o, "", "  ")
-	if err != nil {
-		return fmt.Errorf("%s: %w", OnDemandFile, err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, OnDemandFile), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("%s: %w", OnDemandFile, err)
-	}
-	return nil
-}
+func (o *OnDemand) Write(dir string) error { return writeResult(dir, OnDemandFile, o) }

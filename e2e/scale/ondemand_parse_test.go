@@ -13,7 +13,7 @@ import (
 
 func sampleOnDemand() *OnDemand {
 	const mib = 1 << 20
-	return &OnDemand{Started: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC), CPUs: 2, Services: 5100, Endpoints: 4, Conns: 100, Rate: 4,
+	return &OnDemand{RunInfo: RunInfo{Started: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC), CPUs: 2}, Services: 5100, Endpoints: 4, Conns: 100, Rate: 4,
 		Timeout: heldTimeout, Levels: []OnDemandLevel{
 			{Demanded: 10, Ready: 3100 * time.Millisecond, First: Percentiles{N: 100, P50: 4 * time.Millisecond, P99: 12 * time.Millisecond,
 				Max: 14 * time.Millisecond}, Known: Percentiles{N: 100, P50: 2 * time.Millisecond, P99: 6 * time.Millisecond},

@@ -78,7 +78,7 @@ func TestOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &OnDemand{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU(), Services: total, Endpoints: endpoints, Conns: conns,
+	g := &OnDemand{RunInfo: RunInfo{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU()}, Services: total, Endpoints: endpoints, Conns: conns,
 		Rate: rate, Timeout: heldTimeout}
 	g.Notes = append(g.Notes, fmt.Sprintf("%d Services created in %s", total, time.Since(start).Round(time.Second)))
 	save := func() {
