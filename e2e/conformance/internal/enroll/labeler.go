@@ -68,12 +68,16 @@ func (l *Labeler) Run(ctx context.Context) error {
 		<-ctx.Done()
 		q.ShutDown()
 	}()
+	// cutFrom is the resourceVersion each Service (by key) was cut from: until the informer brings the
+	// labelled version, a second event for the same version (a namespace's add listing it too)
+	// finds it unlabelled in the lister and must not cut it again.
+	cutFrom := map[string]string{}
 	for {
 		key, quit := q.Get()
 		if quit {
 			return nil
 		}
-		if err := l.sync(ctx, svcs.Lister(), nss.Lister(), key); err != nil && ctx.Err() == nil {
+		if err := l.sync(ctx, svcs.Lister(), nss.Lister(), key, cutFrom); err != nil && ctx.Err() == nil {
 			l.Log("label %s: %v (retrying)", key, err)
 			q.AddRateLimited(key)
 		} else {
@@ -83,7 +87,7 @@ func (l *Labeler) Run(ctx context.Context) error {
 	}
 }
 
-func (l *Labeler) sync(ctx context.Context, svcs corelisters.ServiceLister, nss corelisters.NamespaceLister, key string) error {
+func (l *Labeler) sync(ctx context.Context, svcs corelisters.ServiceLister, nss corelisters.NamespaceLister, key string, cutFrom map[string]string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil
@@ -98,9 +102,16 @@ func (l *Labeler) sync(ctx context.Context, svcs corelisters.ServiceLister, nss 
 	if svc.Labels[contract.KubeProxyLabel] == contract.KubeProxyCut {
 		return nil
 	}
+	if rv, ok := cutFrom[key]; ok && rv == svc.ResourceVersion {
+		return nil // cut already; the lister has not seen the label yet
+	}
 	n, err := nss.Get(ns)
 	if err != nil || !l.Selector.Matches(labels.Set(n.Labels)) {
 		return nil
 	}
-	return l.Cut(ctx, svc.DeepCopy())
+	if err := l.Cut(ctx, svc.DeepCopy()); err != nil {
+		return err
+	}
+	cutFrom[key] = svc.ResourceVersion
+	return nil
 }
