@@ -21,6 +21,7 @@ import (
 	kindcmd "sigs.k8s.io/kind/pkg/cmd"
 
 	"github.com/aether-mesh/svclb/e2e/internal/suiterun"
+	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/kindconfig"
 )
 
@@ -208,10 +209,5 @@ func nodeUp(n corev1.Node) bool {
 			return false
 		}
 	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return cluster.NodeReady(n)
 }

@@ -192,7 +192,7 @@ func nodeLines(nodes []corev1.Node) []Line {
 	zones := map[string][]string{}
 	var noZone []string
 	for _, n := range nodes {
-		if !ready(n) {
+		if !cluster.NodeReady(n) {
 			notReady = append(notReady, n.Name)
 		}
 		if _, cp := n.Labels[cluster.LabelControlPlane]; cp {
@@ -270,15 +270,6 @@ func list(s []string) string {
 		return "none"
 	}
 	return strings.Join(s, ", ")
-}
-
-func ready(n corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // statusImagesCap is the kubelet's default --node-status-max-images: a node's status lists
