@@ -73,7 +73,7 @@ up() {
   if [ -n "${STATE:-}" ]; then mkdir -p "$(dirname "$STATE")" && : >"$STATE"; fi
   if exists; then
     state cluster reused
-    step "reusing kind cluster '$CLUSTER'"
+    step "reusing kind cluster '$CLUSTER' as it was created ($CONFIG applies to a new cluster only: make cluster-down first to change it)"
     local n
     for n in $("$KIND" get nodes --name "$CLUSTER"); do
       if [ "$(docker inspect -f '{{.State.Running}}' "$n")" != true ]; then

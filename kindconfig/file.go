@@ -17,6 +17,13 @@ import (
 //go:embed portable.yaml
 var PortableYAML []byte
 
+// PerfYAML is cluster.yaml's cluster with a control plane sized for `make perf` at 5,000
+// Services on 2 cores (see perf.yaml): the same nodes, zones and CIDRs, only
+// kubeadmConfigPatches added.
+//
+//go:embed perf.yaml
+var PerfYAML []byte
+
 // Parse reads a kind v1alpha4 config strictly (an unknown field is an error:
 // kind would ignore it) and checks it with Validate. what names it in errors.
 func Parse(what string, raw []byte) (*v1alpha4.Cluster, error) {

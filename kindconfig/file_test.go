@@ -5,10 +5,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/yaml"
 )
 
 func TestPortableShape(t *testing.T) {
@@ -116,5 +118,58 @@ func TestNodeNamesConflictingPatches(t *testing.T) {
 	}}}}
 	if _, err := NodeNames(c); err == nil {
 		t.Fatal("NodeNames accepted two names for one node")
+	}
+}
+
+// TestPerfYAML holds perf.yaml to cluster.yaml: every perf measurement assumes the suite's
+// cluster, so the two may differ only in the control plane's kubeadm patches.
+func TestPerfYAML(t *testing.T) {
+	perf, err := Parse("perf.yaml", PerfYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := Parse("cluster.yaml", ClusterYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(perf.KubeadmConfigPatches) != 1 {
+		t.Fatalf("perf.yaml has %d cluster-wide kubeadm patches, want 1", len(perf.KubeadmConfigPatches))
+	}
+	var patch struct {
+		Kind string `json:"kind"`
+		Etcd struct {
+			Local struct {
+				ExtraArgs map[string]string `json:"extraArgs"`
+			} `json:"local"`
+		} `json:"etcd"`
+		ControllerManager struct {
+			ExtraArgs map[string]string `json:"extraArgs"`
+		} `json:"controllerManager"`
+		Scheduler struct {
+			ExtraArgs map[string]string `json:"extraArgs"`
+		} `json:"scheduler"`
+	}
+	// Strict: a misspelt section would be dropped by kubeadm without a word.
+	if err := yaml.UnmarshalStrict([]byte(perf.KubeadmConfigPatches[0]), &patch); err != nil {
+		t.Fatalf("perf.yaml's patch: %v", err)
+	}
+	// kind v0.33 writes kubeadm v1beta3 for Kubernetes below v1.36, where extraArgs is a map.
+	if patch.Kind != "ClusterConfiguration" {
+		t.Errorf("patch kind %q, want ClusterConfiguration", patch.Kind)
+	}
+	lease := map[string]string{"leader-elect-lease-duration": "60s", "leader-elect-renew-deadline": "45s"}
+	for name, args := range map[string]map[string]string{"scheduler": patch.Scheduler.ExtraArgs, "controllerManager": patch.ControllerManager.ExtraArgs} {
+		for k, v := range lease {
+			if args[k] != v {
+				t.Errorf("%s %s = %q, want %q", name, k, args[k], v)
+			}
+		}
+	}
+	if patch.Etcd.Local.ExtraArgs["unsafe-no-fsync"] != "true" {
+		t.Errorf("etcd args %v, want unsafe-no-fsync", patch.Etcd.Local.ExtraArgs)
+	}
+	perf.KubeadmConfigPatches = nil
+	if !reflect.DeepEqual(perf, base) {
+		t.Errorf("perf.yaml without its kubeadm patch differs from cluster.yaml:\n perf %+v\n base %+v", perf, base)
 	}
 }

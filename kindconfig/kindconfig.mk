@@ -8,6 +8,9 @@ ETCD_VERSION     ?= v3.6.5
 COREDNS_VERSION  ?= v1.12.1
 FLANNEL_VERSION  ?= v0.28.10
 KIND_CLUSTER     ?= svclb
+# The cluster's kind config: cluster.yaml, or perf.yaml (the same cluster, its control plane
+# sized for `make perf` at 5,000 Services; docs/perf.md).
+KIND_CONFIG      ?= $(REPO)/kindconfig/cluster.yaml
 KIND_KUBECONFIG  ?= $(OUT)/kubeconfig
 # What the last `make cluster` did (created or reused, node image time): see cluster.sh.
 KIND_STATE       ?= $(OUT)/cluster.state
@@ -96,7 +99,7 @@ node-image: $(KC_ALL_BINS) ## Offline kind node image KIND_NODE_IMAGE=svclb/kind
 	ETCD_TAG=$(KC_ETCD_TAG) COREDNS_TAG=$(COREDNS_VERSION) PAUSE_TAGS="$(KC_PAUSE_TAGS)" \
 	FLANNEL_VERSION=$(FLANNEL_VERSION) DEBIAN_MIRROR=$(DEBIAN_MIRROR) bash $(KC_DIR)/nodeimage/build.sh
 
-KC_CLUSTER_ENV = KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) CONFIG=$(KC_DIR)/cluster.yaml KUBECONFIG_OUT=$(KIND_KUBECONFIG) STATE=$(KIND_STATE) \
+KC_CLUSTER_ENV = KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) CONFIG=$(KIND_CONFIG) KUBECONFIG_OUT=$(KIND_KUBECONFIG) STATE=$(KIND_STATE) \
 	KIND_NODE_MODE=$(KIND_NODE_MODE) NODE_IMAGE_ONLINE=$(KIND_NODE_IMAGE_ONLINE) NODE_IMAGE_OFFLINE=$(KIND_NODE_IMAGE)
 
 .PHONY: cluster

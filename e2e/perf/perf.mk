@@ -25,6 +25,8 @@ PERF_SCALE_CHANGES ?= 30
 PERF_TRIALS       ?= 20
 # Creating a size's objects may take this long, so that a run ends within about 12 min.
 PERF_CREATE_WITHIN ?= 6m
+# Services created per second at each size (0: as fast as the apiserver takes them).
+PERF_CREATE_RATE  ?= 0
 # 0: skip restarting kube-proxy and the node pod at each size.
 PERF_RESTARTS     ?= 1
 PERF_PROXY        ?= builtin
@@ -37,7 +39,7 @@ PERF_CLIENT_IMAGE ?= svclb/perf-client:dev
 .PHONY: perf
 perf: ## The agent beside kube-proxy on kind: PERF_RUN=<test regexp> PERF_SIZES=1000[,5000] DATA=1 (the data plane); report in _artifacts/perf/
 	@REPO=$(REPO) OUT=$(OUT) GO="$(GO)" MAKE="$(MAKE) --no-print-directory" \
-	RUN="$(PERF_RUN)" SIZES="$(PERF_SIZES)" CHANGES=$(PERF_CHANGES) SCALE_CHANGES=$(PERF_SCALE_CHANGES) TRIALS=$(PERF_TRIALS) CREATE_WITHIN=$(PERF_CREATE_WITHIN) RESTARTS=$(PERF_RESTARTS) \
+	RUN="$(PERF_RUN)" SIZES="$(PERF_SIZES)" CHANGES=$(PERF_CHANGES) SCALE_CHANGES=$(PERF_SCALE_CHANGES) TRIALS=$(PERF_TRIALS) CREATE_WITHIN=$(PERF_CREATE_WITHIN) CREATE_RATE=$(PERF_CREATE_RATE) RESTARTS=$(PERF_RESTARTS) \
 	DATA=$(DATA) DATA_CONNS=$(PERF_DATA_CONNS) DATA_RATE=$(PERF_DATA_RATE) \
 	PROXY=$(PERF_PROXY) ARTIFACTS=$(PERF_ARTIFACTS) TIMEOUT=$(PERF_TIMEOUT) CLIENT_IMAGE=$(PERF_CLIENT_IMAGE) \
 	KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) KUBECONFIG_FILE=$(KIND_KUBECONFIG) \

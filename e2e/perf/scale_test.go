@@ -101,10 +101,28 @@ func measureScale(ctx context.Context, res *result.Scale) error {
 		res.Nodes = append(res.Nodes, result.NodeScale{Node: node.Name})
 	}
 
-	// The apiserver takes objects as fast as it can: kubectl's client rate
-	// (cluster.ClientQPS) would make creation, not programming, the figure.
+	// Unpaced, the apiserver takes objects as fast as it can: kubectl's client rate
+	// (cluster.ClientQPS) would make creation, not programming, the figure. Paced
+	// (SVCLB_PERF_CREATE_RATE), the client's token bucket spaces the two creates of each
+	// Service (it and its EndpointSlice).
 	rc := rest.CopyConfig(c.Client.RESTConfig())
 	rc.QPS, rc.Burst = 500, 1000
+	if cfg.createRate > 0 {
+		rc.QPS, rc.Burst = float32(2*cfg.createRate), 2
+		res.Notes = append(res.Notes, fmt.Sprintf("created at %g Services per second (SVCLB_PERF_CREATE_RATE)", cfg.createRate))
+	}
+	cpBefore, err := readControlPlane(ctx)
+	if err != nil {
+		return err
+	}
+	res.Notes = append(res.Notes, cpBefore.describe())
+	defer func() {
+		if cp, err := readControlPlane(context.WithoutCancel(ctx)); err == nil {
+			res.Notes = append(res.Notes, cp.since(cpBefore))
+		} else {
+			res.Notes = append(res.Notes, err.Error())
+		}
+	}()
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err
@@ -137,6 +155,10 @@ func measureScale(ctx context.Context, res *result.Scale) error {
 				res.Created = time.Since(start)
 				progress("scale %d: created in %s; %s", n, res.Created.Round(time.Second), load())
 			default:
+				// No node can hold n Services before n exist: reading every node each
+				// second meanwhile (nft, the proxy's stats) only loads the machine
+				// that is creating them.
+				return false, nil
 			}
 		}
 		all := true

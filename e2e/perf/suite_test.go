@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -43,6 +44,10 @@ type config struct {
 	// objects take longer to create does not fit the cluster's host; the run says how far
 	// it got.
 	createWithin time.Duration
+	// createRate paces creating a size's Services (SVCLB_PERF_CREATE_RATE, Services per
+	// second, each with its EndpointSlice; 0: as fast as the apiserver takes them). Unpaced,
+	// 5,000 saturate a 2-core cluster's apiserver and every node's work queues at once.
+	createRate float64
 	// restarts: TestScale restarts kube-proxy and the agent after programming.
 	restarts bool
 	// interval is the clients' spacing of attempt starts.
@@ -64,6 +69,7 @@ func loadConfig() (config, error) {
 		scaleChanges: e.Count("SVCLB_PERF_SCALE_CHANGES", 30),
 		trials:       e.Count("SVCLB_PERF_TRIALS", 20),
 		createWithin: e.Duration("SVCLB_PERF_CREATE_WITHIN", 6*time.Minute),
+		createRate:   e.Float("SVCLB_PERF_CREATE_RATE", 0),
 		restarts:     e.String("SVCLB_PERF_RESTARTS", "1") != "0",
 		interval:     10 * time.Millisecond,
 		data:         e.On("SVCLB_PERF_DATA"),
@@ -75,6 +81,9 @@ func loadConfig() (config, error) {
 	}
 	if c.createWithin <= 0 {
 		c.createWithin = 6 * time.Minute
+	}
+	if !(c.createRate >= 0) || math.IsInf(c.createRate, 0) { // NaN fails >= too
+		return c, fmt.Errorf("SVCLB_PERF_CREATE_RATE: %v is not a rate (Services per second, 0: unpaced)", c.createRate)
 	}
 	for _, s := range strings.FieldsFunc(e.String("SVCLB_PERF_SIZES", "1000,5000"), func(r rune) bool { return r == ',' || r == ' ' }) {
 		n, err := strconv.Atoi(s)
