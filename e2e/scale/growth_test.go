@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aether-mesh/svclb/e2e/scale/scaleresult"
 	"github.com/aether-mesh/svclb/internal/testing/testenv"
 )
 
@@ -60,7 +61,7 @@ func TestGrowth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Minute)
 	t.Cleanup(cancel)
 
-	g := &Growth{RunInfo: RunInfo{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU()}, EndpointsPer: spec.Endpoints,
+	g := &scaleresult.Growth{RunInfo: scaleresult.RunInfo{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU()}, EndpointsPer: spec.Endpoints,
 		Workers: spec.Workers, Poll: growthPoll, KubeProxyPoll: growthKubeProxyPoll}
 	if profile {
 		g.Notes = append(g.Notes, "the agent serves no pprof: only the node proxy's heap is profiled")
@@ -137,7 +138,7 @@ func TestGrowth(t *testing.T) {
 			t.Fatal(err)
 		}
 		last := time.Now()
-		st := GrowthStep{Services: n, Created: last.Sub(start)}
+		st := scaleresult.GrowthStep{Services: n, Created: last.Sub(start)}
 
 		wantProxy := base.proxyActive + int64(n)
 		wantSvcs, wantEps := base.kpServices+n, base.kpEndpoints+n*spec.Endpoints
@@ -204,12 +205,12 @@ func TestGrowth(t *testing.T) {
 		if st.AgentHeapInuse, err = ParseHeapInuse(body); err != nil {
 			t.Fatal(err)
 		}
-		cost := func(p *process) ProcCost {
+		cost := func(p *process) scaleresult.ProcCost {
 			m, err := ReadMemory(p.pid)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return ProcCost{Memory: m, CPUSeconds: cpuOf(t, p).Sub(before[p]).Total().Seconds()}
+			return scaleresult.ProcCost{Memory: m, CPUSeconds: cpuOf(t, p).Sub(before[p]).Total().Seconds()}
 		}
 		st.Agent, st.NodeProxy, st.KubeProxyCost = cost(ag), cost(px), cost(kp)
 		var as struct{ Clusters, Endpoints int }
@@ -234,7 +235,7 @@ func TestGrowth(t *testing.T) {
 	g.Duration = time.Since(g.Started)
 	save()
 	t.Logf("how cost grows, %d endpoints per Service, load %.2f → %.2f (1 min) on %d CPUs; %s in %s\n%s", spec.Endpoints,
-		g.LoadBefore[0], g.LoadAfter[0], g.CPUs, GrowthFile, out, g.Table())
+		g.LoadBefore[0], g.LoadAfter[0], g.CPUs, scaleresult.GrowthFile, out, g.Table())
 }
 
 func loadavg(t *testing.T) [3]float64 {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/aether-mesh/svclb/e2e/scale/scaleresult"
 	"github.com/aether-mesh/svclb/internal/testing/testenv"
 )
 
@@ -94,7 +95,7 @@ func TestHeld(t *testing.T) {
 	ag, _, sock := h.startAgent(t, "--service-range="+testenv.ServiceClusterIPRange)
 	px, admin := h.startNodeProxy(t, sock)
 
-	g := &Held{RunInfo: RunInfo{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU()}, Endpoints: endpoints, Rate: rate, Conns: conns,
+	g := &scaleresult.Held{RunInfo: scaleresult.RunInfo{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU()}, Endpoints: endpoints, Rate: rate, Conns: conns,
 		Timeout: heldTimeout}
 	save := func() {
 		if err := g.Write(out); err != nil {
@@ -155,7 +156,7 @@ func TestHeld(t *testing.T) {
 			t.Fatal(g.Broke)
 		}
 		time.Sleep(heldSettle)
-		l := HeldLevel{Held: n}
+		l := scaleresult.HeldLevel{Held: n}
 		st, err := getStats("http://" + admin + "/stats")
 		if err != nil {
 			t.Fatal(err)
@@ -191,8 +192,8 @@ func TestHeld(t *testing.T) {
 			t.Fatal(errors.Join(err, derr))
 		}
 		l.CPUSeconds = cpuOf(t, px).Sub(before).Total().Seconds()
-		l.Latency, l.Errors, l.Lag = Summarize(lat), len(errs), lag
-		l.Direct, l.DirectErrors = Summarize(dlat), len(derrs)
+		l.Latency, l.Errors, l.Lag = scaleresult.Summarize(lat), len(errs), lag
+		l.Direct, l.DirectErrors = scaleresult.Summarize(dlat), len(derrs)
 		for _, e := range errs[:min(len(errs), heldErrorSamples)] {
 			l.ErrorSamples = append(l.ErrorSamples, e.Error())
 		}
@@ -217,7 +218,7 @@ func TestHeld(t *testing.T) {
 	g.Duration = time.Since(g.Started)
 	save()
 	t.Logf("new connections under held ones, %d echo servers, %d each at %g/s (open loop), load %.2f → %.2f (1 min) on %d CPUs; "+
-		"%d held lost; %s in %s\n%s", endpoints, conns, rate, g.LoadBefore[0], g.LoadAfter[0], g.CPUs, lost, HeldFile, out, g.Table())
+		"%d held lost; %s in %s\n%s", endpoints, conns, rate, g.LoadBefore[0], g.LoadAfter[0], g.CPUs, lost, scaleresult.HeldFile, out, g.Table())
 	if lost > 0 {
 		t.Errorf("%d of %d held connections lost", lost, len(held))
 	}

@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/aether-mesh/svclb/e2e/scale/scaleresult"
 	"github.com/aether-mesh/svclb/internal/testing/testenv"
 	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -78,7 +79,7 @@ func TestOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &OnDemand{RunInfo: RunInfo{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU()}, Services: total, Endpoints: endpoints, Conns: conns,
+	g := &scaleresult.OnDemand{RunInfo: scaleresult.RunInfo{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU()}, Services: total, Endpoints: endpoints, Conns: conns,
 		Rate: rate, Timeout: heldTimeout}
 	g.Notes = append(g.Notes, fmt.Sprintf("%d Services created in %s", total, time.Since(start).Round(time.Second)))
 	save := func() {
@@ -107,7 +108,7 @@ func TestOnDemand(t *testing.T) {
 		if err := writeDemandFile(demandFile, vips[:n]); err != nil {
 			t.Fatal(err)
 		}
-		l := OnDemandLevel{Demanded: n}
+		l := scaleresult.OnDemandLevel{Demanded: n}
 		began := time.Now()
 		var agentHTTP, sock, admin string
 		ag, agentHTTP, sock = h.startAgent(t, "--service-range="+testenv.ServiceClusterIPRange, "--cds="+string(agentstatus.CDSOnDemand),
@@ -181,7 +182,7 @@ func TestOnDemand(t *testing.T) {
 		}
 		p1 = p1.Sub(p0)
 		l.Pushes, l.PushSeconds = p1.Count, p1.Seconds
-		l.First, l.FirstErrors = Summarize(lat), len(errs)
+		l.First, l.FirstErrors = scaleresult.Summarize(lat), len(errs)
 		var samples []error
 		samples = append(samples, errs[:min(len(errs), heldErrorSamples)]...)
 		next.Store(0)
@@ -191,7 +192,7 @@ func TestOnDemand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l.Known, l.KnownErrors = Summarize(lat), len(errs)
+		l.Known, l.KnownErrors = scaleresult.Summarize(lat), len(errs)
 		samples = append(samples, errs[:min(len(errs), heldErrorSamples)]...)
 		for _, e := range samples {
 			l.ErrorSamples = append(l.ErrorSamples, e.Error())
@@ -217,7 +218,7 @@ func TestOnDemand(t *testing.T) {
 	g.Duration = time.Since(g.Started)
 	save()
 	t.Logf("on-demand first connections, %d Services × %d echo servers, %d of each kind at %g/s (open loop), load %.2f → %.2f (1 min) on %d CPUs; %s in %s\n%s",
-		total, endpoints, conns, rate, g.LoadBefore[0], g.LoadAfter[0], g.CPUs, OnDemandFile, out, g.Table())
+		total, endpoints, conns, rate, g.LoadBefore[0], g.LoadAfter[0], g.CPUs, scaleresult.OnDemandFile, out, g.Table())
 }
 
 // writeDemandFile writes the agent's demand file (agent/demandfile.go's format, version 1)
