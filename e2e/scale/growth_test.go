@@ -1,18 +1,15 @@
 package scale
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/aether-mesh/svclb/e2e/scale/scaleresult"
-	"github.com/aether-mesh/svclb/internal/testing/testenv"
 )
 
 const (
@@ -49,28 +46,13 @@ func TestGrowth(t *testing.T) {
 	}
 	spec := Spec{Namespace: "scale", Endpoints: env.Positive("SVCLB_SCALE_ENDPOINTS", 10), Workers: 8}
 	profile := env.On("SVCLB_SCALE_PROFILE")
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := env.String("SVCLB_PERF_ARTIFACTS", filepath.Join(root, "_artifacts", "perf"))
-	if err := env.Err(); err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Minute)
-	t.Cleanup(cancel)
+	h, ctx, out := startRun(t, 110*time.Minute)
 
-	g := &scaleresult.Growth{RunInfo: scaleresult.RunInfo{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU()}, EndpointsPer: spec.Endpoints,
-		Workers: spec.Workers, Poll: growthPoll, KubeProxyPoll: growthKubeProxyPoll}
+	g := &scaleresult.Growth{RunInfo: runInfo(t), EndpointsPer: spec.Endpoints, Workers: spec.Workers, Poll: growthPoll, KubeProxyPoll: growthKubeProxyPoll}
 	if profile {
 		g.Notes = append(g.Notes, "the agent serves no pprof: only the node proxy's heap is profiled")
 	}
-	save := func() {
-		if err := g.Write(out); err != nil {
-			t.Error(err)
-		}
-	}
+	save := saver(t, g, out)
 
 	kp := h.startKubeProxy(t)
 	ag, agentHTTP, sock := h.startAgent(t)

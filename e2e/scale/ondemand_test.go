@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,30 +44,13 @@ func TestOnDemand(t *testing.T) {
 	conns := env.Positive("SVCLB_SCALE_FIRST", 100)
 	rate := env.Float("SVCLB_SCALE_FIRST_RATE", 4)
 	profile := env.On("SVCLB_SCALE_PROFILE")
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := env.String("SVCLB_PERF_ARTIFACTS", filepath.Join(root, "_artifacts", "perf"))
-	if err := env.Err(); err != nil {
-		t.Fatal(err)
-	}
 	if rate <= 0 {
 		t.Fatalf("SVCLB_SCALE_FIRST_RATE=%g: want a positive rate", rate)
 	}
-	h := newHarness(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
-	t.Cleanup(cancel)
+	h, ctx, out := startRun(t, 50*time.Minute)
 
-	pod := newPodNet(t, h.netnsDir(t), endpoints)
-	serveEcho(t, pod.backends)
 	const ns = "ondemand"
-	if err := createNamespace(ctx, h.kube, ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := pod.createPod(ctx, h.kube, ns, "client"); err != nil {
-		t.Fatal(err)
-	}
+	pod := startPod(t, ctx, h, ns, endpoints)
 	total := levels[len(levels)-1] + conns
 	start := time.Now()
 	vips, err := createEchoServices(ctx, h.kube, ns, total, pod.backends, func(done int) {
@@ -79,25 +61,10 @@ func TestOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &scaleresult.OnDemand{RunInfo: scaleresult.RunInfo{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU()}, Services: total, Endpoints: endpoints, Conns: conns,
-		Rate: rate, Timeout: heldTimeout}
+	g := &scaleresult.OnDemand{RunInfo: runInfo(t), Services: total, Endpoints: endpoints, Conns: conns, Rate: rate, Timeout: heldTimeout}
 	g.Notes = append(g.Notes, fmt.Sprintf("%d Services created in %s", total, time.Since(start).Round(time.Second)))
-	save := func() {
-		if err := g.Write(out); err != nil {
-			t.Error(err)
-		}
-	}
-	probe := func(vip netip.AddrPort) (time.Time, error) {
-		c, err := pod.dial(vip.String(), heldTimeout)
-		if err != nil {
-			return time.Time{}, err
-		}
-		defer c.Close()
-		if err := firstByte(c, time.Now().Add(heldTimeout)); err != nil {
-			return time.Time{}, fmt.Errorf("%s: %w", vip, err)
-		}
-		return time.Now(), nil
-	}
+	save := saver(t, g, out)
+	probe := pod.echo
 	demandFile := filepath.Join(h.dir, "demand.json")
 	var ag, px *process
 	for _, n := range levels {

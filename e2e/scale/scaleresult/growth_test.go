@@ -1,9 +1,6 @@
 package scaleresult
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -36,27 +33,5 @@ func TestGrowthTable(t *testing.T) {
 	// No kube-proxy figure: no ratio, no time, rather than a division by zero.
 	if got := strings.Fields(lines[2]); got[9] != "–" || got[10] != "–" || got[11] != "–" {
 		t.Errorf("row 2 = %q", got)
-	}
-}
-
-func TestGrowthWrite(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "perf")
-	g := sampleGrowth()
-	if err := g.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, GrowthFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back Growth
-	if err := json.Unmarshal(b, &back); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(&back, g) {
-		t.Errorf("round trip:\n%+v\nwant\n%+v", back, *g)
-	}
-	if !strings.Contains(string(b), `"rss": 52428800`) || !strings.Contains(string(b), `"pushSeconds": 0.4`) {
-		t.Errorf("field names:\n%s", b)
 	}
 }

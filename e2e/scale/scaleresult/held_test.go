@@ -1,9 +1,6 @@
 package scaleresult
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -41,27 +38,5 @@ func TestHeldTable(t *testing.T) {
 	h.Levels[0].Latency, h.Levels[0].Errors = Percentiles{}, 0
 	if got := strings.Fields(strings.Split(h.Table(), "\n")[1]); got[9] != "–" || got[10] != "–" || got[16] != "–" {
 		t.Errorf("row without samples = %q", got)
-	}
-}
-
-func TestHeldWrite(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "perf")
-	h := sampleHeld()
-	if err := h.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, HeldFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back Held
-	if err := json.Unmarshal(b, &back); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(&back, h) {
-		t.Errorf("round trip:\n%+v\nwant\n%+v", back, *h)
-	}
-	if !strings.Contains(string(b), `"p999": 4000000`) || !strings.Contains(string(b), `"nodeProxyFDs": 6019`) {
-		t.Errorf("field names:\n%s", b)
 	}
 }

@@ -1,9 +1,6 @@
 package scaleresult
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -32,27 +29,5 @@ func TestOnDemandTable(t *testing.T) {
 	}
 	if got := strings.Fields(lines[2]); got[5] != "1" || got[9] != "–" || got[10] != "–" || got[13] != "–" {
 		t.Errorf("row 2 = %q", got)
-	}
-}
-
-func TestOnDemandWrite(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "perf")
-	o := sampleOnDemand()
-	if err := o.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, OnDemandFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back OnDemand
-	if err := json.Unmarshal(b, &back); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(&back, o) {
-		t.Errorf("round trip:\n%+v\nwant\n%+v", back, *o)
-	}
-	if !strings.Contains(string(b), `"demandedAfter": 110`) || !strings.Contains(string(b), `"firstErrors": 1`) {
-		t.Errorf("field names:\n%s", b)
 	}
 }

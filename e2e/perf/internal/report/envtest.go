@@ -46,26 +46,27 @@ func runLoad(r scaleresult.RunInfo) string {
 		r.Started.Format("2006-01-02 15:04:05 MST"), r.Duration.Round(time.Second), l(r.LoadBefore), l(r.LoadAfter), r.CPUs)
 }
 
-// runNotes are a run's notes, where it stopped first.
-func runNotes(r scaleresult.RunInfo, more ...string) []string {
-	var out []string
-	if r.Broke != "" {
-		out = append(out, "Stopped: "+r.Broke)
+// runSection is an envtest run's section: its tables if it measured anything (a run that broke
+// first has no row to show), its notes after where it stopped, then more.
+func runSection(title, intro string, r scaleresult.RunInfo, measured bool, tables []render.Table, more []string) Section {
+	s := Section{Title: title, Intro: intro, Load: runLoad(r)}
+	if measured {
+		s.Tables = tables
 	}
-	return append(append(out, r.Notes...), more...)
+	if r.Broke != "" {
+		s.Notes = append(s.Notes, "Stopped: "+r.Broke)
+	}
+	s.Notes = append(append(s.Notes, r.Notes...), more...)
+	return s
 }
 
 func growthSection(g *scaleresult.Growth) Section {
-	s := Section{
-		Title: growthTitle,
-		Intro: fmt.Sprintf("kube-proxy (nftables, in a netns), the agent (proactive CDS) and the node proxy it feeds run from an empty envtest cluster "+
-			"while Services are created in steps, %d at a time, each with %d ready endpoints in one EndpointSlice. Push time: from the return of the "+
-			"step's last Create until the node proxy's /stats show a cluster for every Service and none warming, polled every %s (its resolution and "+
-			"floor); kube-proxy programmed: the same for its nftables, polled every %s. Pushes: the agent's push-duration histogram over the step "+
-			"(count and total seconds). MiB are VmRSS after a settle, except the agent's Go heap in use; the ratios are against kube-proxy's.",
-			g.Workers, g.EndpointsPer, g.Poll, g.KubeProxyPoll),
-		Load: runLoad(g.RunInfo),
-	}
+	intro := fmt.Sprintf("kube-proxy (nftables, in a netns), the agent (proactive CDS) and the node proxy it feeds run from an empty envtest cluster "+
+		"while Services are created in steps, %d at a time, each with %d ready endpoints in one EndpointSlice. Push time: from the return of the "+
+		"step's last Create until the node proxy's /stats show a cluster for every Service and none warming, polled every %s (its resolution and "+
+		"floor); kube-proxy programmed: the same for its nftables, polled every %s. Pushes: the agent's push-duration histogram over the step "+
+		"(count and total seconds). MiB are VmRSS after a settle, except the agent's Go heap in use; the ratios are against kube-proxy's.",
+		g.Workers, g.EndpointsPer, g.Poll, g.KubeProxyPoll)
 	mem := render.Table{Header: []string{"Services", "created in", "push time", "pushes (total s)", "agent MiB", "agent heap MiB", "node proxy MiB",
 		"kube-proxy MiB", "agent / kube-proxy", "(agent + node proxy) / kube-proxy", "kube-proxy programmed", "load (1 min)"}}
 	cpu := render.Table{Caption: "CPU used during each step, and peak memory", Header: []string{"Services", "CPU s: agent", "node proxy", "kube-proxy",
@@ -92,24 +93,16 @@ func growthSection(g *scaleresult.Growth) Section {
 	if len(heaps) > 0 {
 		more = append(more, "The node proxy's heap profiles, beside "+scaleresult.GrowthFile+": "+strings.Join(heaps, ", ")+".")
 	}
-	if len(g.Steps) > 0 {
-		s.Tables = []render.Table{mem, cpu}
-	}
-	s.Notes = runNotes(g.RunInfo, more...)
-	return s
+	return runSection(growthTitle, intro, g.RunInfo, len(g.Steps) > 0, []render.Table{mem, cpu}, more)
 }
 
 func heldSection(h *scaleresult.Held) Section {
-	s := Section{
-		Title: heldTitle,
-		Intro: fmt.Sprintf("The node proxy serves one Service (%d echo servers) to one captured pod (the agent's capture listener in the pod's netns, "+
-			"TPROXY; Phase 1 and 2 on, proactive CDS) while idle connections are held open through it, level by level. At each level %d new "+
-			"connections are opened from the pod at %g per second, an open loop: each is timed from when it was due to the echo of its first byte "+
-			"(bound %s), so a stall shows in the tail. As many direct connections from the host's netns to the echo servers (no capture, no proxy) "+
-			"run in the same window at the same rate: what the machine alone adds. Latencies in ms; the node proxy's VmRSS and fds with the held "+
-			"connections open, its CPU per new connection while serving them.", h.Endpoints, h.Conns, h.Rate, h.Timeout),
-		Load: runLoad(h.RunInfo),
-	}
+	intro := fmt.Sprintf("The node proxy serves one Service (%d echo servers) to one captured pod (the agent's capture listener in the pod's netns, "+
+		"TPROXY; Phase 1 and 2 on, proactive CDS) while idle connections are held open through it, level by level. At each level %d new "+
+		"connections are opened from the pod at %g per second, an open loop: each is timed from when it was due to the echo of its first byte "+
+		"(bound %s), so a stall shows in the tail. As many direct connections from the host's netns to the echo servers (no capture, no proxy) "+
+		"run in the same window at the same rate: what the machine alone adds. Latencies in ms; the node proxy's VmRSS and fds with the held "+
+		"connections open, its CPU per new connection while serving them.", h.Endpoints, h.Conns, h.Rate, h.Timeout)
 	t := render.Table{Header: []string{"held", "p50", "p99", "p99.9", "direct p50 / p99 / p99.9", "node proxy VmRSS", "node proxy fds",
 		"p99 / first level's", "max", "upstream active", "new (errors)", "generator lag", "node proxy CPU ms / connection", "load (1 min)"}}
 	var more []string
@@ -128,24 +121,16 @@ func heldSection(h *scaleresult.Held) Section {
 				strings.Join(l.ErrorSamples, "; ")))
 		}
 	}
-	if len(h.Levels) > 0 {
-		s.Tables = []render.Table{t}
-	}
-	s.Notes = runNotes(h.RunInfo, more...)
-	return s
+	return runSection(heldTitle, intro, h.RunInfo, len(h.Levels) > 0, []render.Table{t}, more)
 }
 
 func onDemandSection(o *scaleresult.OnDemand) Section {
-	s := Section{
-		Title: onDemandTitle,
-		Intro: fmt.Sprintf("The agent in on-demand CDS mode and the node proxy serve the same captured pod; %s Services exist, each with %d echo "+
-			"servers. Each level starts a fresh agent and node proxy whose demand file names that many Services (the agent's restart path). Then "+
-			"%d first connections, each to a Service of its own not yet demanded, which the proxy's tcp_proxy holds until the agent admits it "+
-			"and its cluster is warm, then as many to demanded Services, both at %g per second (open loop), each timed from when it was due to "+
-			"the echo of its first byte (bound %s). Latencies in ms; ready in: from the agent's start until every demanded cluster was warm.",
-			count(o.Services), o.Endpoints, o.Conns, o.Rate, o.Timeout),
-		Load: runLoad(o.RunInfo),
-	}
+	intro := fmt.Sprintf("The agent in on-demand CDS mode and the node proxy serve the same captured pod; %s Services exist, each with %d echo "+
+		"servers. Each level starts a fresh agent and node proxy whose demand file names that many Services (the agent's restart path). Then "+
+		"%d first connections, each to a Service of its own not yet demanded, which the proxy's tcp_proxy holds until the agent admits it "+
+		"and its cluster is warm, then as many to demanded Services, both at %g per second (open loop), each timed from when it was due to "+
+		"the echo of its first byte (bound %s). Latencies in ms; ready in: from the agent's start until every demanded cluster was warm.",
+		count(o.Services), o.Endpoints, o.Conns, o.Rate, o.Timeout)
 	t := render.Table{Header: []string{"demanded", "first p50", "first p99", "demanded p50", "demanded p99", "first / demanded p50",
 		"agent pushes (mean)", "agent VmRSS", "node proxy VmRSS", "ready in", "first max", "errors: first", "demanded", "on-demand attempts", "load (1 min)"}}
 	var more []string
@@ -166,11 +151,7 @@ func onDemandSection(o *scaleresult.OnDemand) Section {
 				count(l.Demanded), scaleresult.OnDemandFile, l.NodeProxyCPUProfile))
 		}
 	}
-	if len(o.Levels) > 0 {
-		s.Tables = []render.Table{t}
-	}
-	s.Notes = runNotes(o.RunInfo, more...)
-	return s
+	return runSection(onDemandTitle, intro, o.RunInfo, len(o.Levels) > 0, []render.Table{t}, more)
 }
 
 // msCell is d in ms to three significant digits (1.43, 33.2, 226), as docs/perf.md gives them.
