@@ -31,7 +31,7 @@
 // the agent in on-demand CDS mode with a demand file of 10, then 5,000 Services, and times first
 // connections to Services not yet demanded beside connections to demanded ones, in
 // scaleresult.OnDemandFile (the results and their reader: package scaleresult; `make perf-report`
-// renders all three). The three start from one helper, startRun (scalerun_test.go).
+// renders all three). The three start from startRun (scalerun_test.go).
 //
 // Measured (2026-11-29, an x86_64 VM with 24 GiB and 2 shared, heavily loaded cores, Go 1.26,
 // kube-proxy v1.34.4; 10,000 Services × 10 endpoints plus Service kubernetes; VmRSS / VmHWM in

@@ -38,8 +38,8 @@ func envtestSections(e *scaleresult.Results) []Section {
 	}
 }
 
-// runLoad is an envtest run's Load line: the programs are the test's children on this
-// machine, the node proxy the built-in one.
+// runLoad is an envtest run's Load line: the programs ran as the test's children, the node
+// proxy the built-in one.
 func runLoad(r scaleresult.RunInfo) string {
 	l := func(a [3]float64) string { return fmt.Sprintf("%.2f, %.2f, %.2f", a[0], a[1], a[2]) }
 	return fmt.Sprintf("node proxy: the built-in one (nodeproxy/), on envtest; started %s, took %s; load average %s before, %s after, on %d cores",
@@ -168,10 +168,10 @@ func msCell(d time.Duration) string {
 
 // count is n with thousands separated by commas (10,000).
 func count(n int) string {
-	s := strconv.Itoa(n)
 	if n < 0 {
 		return "-" + count(-n)
 	}
+	s := strconv.Itoa(n)
 	for i := len(s) - 3; i > 0; i -= 3 {
 		s = s[:i] + "," + s[i:]
 	}
