@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aether-mesh/svclb/e2e/scale/scaleresult"
 )
 
 // TestCreateCPU is the other half of the CPU goal (docs/perf.md): kube-proxy, the agent and the node
@@ -113,7 +115,7 @@ func TestCreateCPU(t *testing.T) {
 			t.Fatal(err)
 		}
 		fmt.Fprintf(&b, "%-34s %14s %10.2f %12.3f %10s %10s\n", r.name, done[r.p].Round(100*time.Millisecond), cpu[r.p].Total().Seconds(),
-			perThousand(cpu[r.p].Total(), spec.Services), MiB(m.RSS), MiB(m.HWM))
+			perThousand(cpu[r.p].Total(), spec.Services), scaleresult.MiB(m.RSS), scaleresult.MiB(m.HWM))
 	}
 	fmt.Fprintf(&b, "CPU while created: kube-proxy %.2f s (itself %.2f, its nft runs %.2f); agent/kube-proxy %.3f, (agent+node proxy)/kube-proxy %.3f\n",
 		cpu[kp].Total().Seconds(), cpu[kp].Self.Seconds(), cpu[kp].Children.Seconds(),

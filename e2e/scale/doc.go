@@ -11,26 +11,27 @@
 // and the agent/kube-proxy ratio. The helpers (objects, /proc, kubeconfig, the apiserver
 // forwarder) are unit-tested in the default run.
 //
-// TestGrowth (`make scale-growth`, SCALE_STEPS) is how that cost grows: the three run from an
-// empty cluster while the Services are created in steps (1,000, 2,000, 5,000, 10,000). After
-// each step it records the push time (the step's last Create until the node proxy's /stats show
-// a cluster for every Service and none warming, polled every 250 ms), the agent's pushes and
-// their total duration (its contract.MetricPushDuration histogram), VmRSS of all three, and
-// with SVCLB_SCALE_PROFILE=1 the node proxy's heap profile (the agent serves no pprof). It logs
-// a table per step and rewrites GrowthFile in the perf results directory after each one. Its
-// figures are in docs/perf.md, "How cost grows".
+// TestGrowth (`make scale-growth`, SCALE_STEPS) is how that cost grows: the three run from an empty
+// cluster while the Services are created in steps (1,000, 2,000, 5,000, 10,000). After each step it
+// records the push time (the step's last Create until the node proxy's /stats show a cluster for
+// every Service and none warming, polled every 250 ms), the agent's pushes and their total duration
+// (its contract.MetricPushDuration histogram), VmRSS of all three, and with SVCLB_SCALE_PROFILE=1
+// the node proxy's heap profile (the agent serves no pprof). It logs a table per step and rewrites
+// scaleresult.GrowthFile in the perf results directory after each one. Its figures are in
+// docs/perf.md, "How cost grows".
 //
 // TestHeld (`make scale-held`, HELD, CONNS, CONN_RATE) and TestOnDemand (`make scale-ondemand`,
-// DEMANDED, FIRST, FIRST_RATE) measure connections rather than programming. Both serve one
-// captured pod (podNet: a netns with internal/capture installed, linked into the agent's
-// --netns-dir, so the agent gives it a capture listener the node proxy binds inside it) and
-// Services whose endpoints are echo servers on the host end of the pod's veth. Each
-// connection is timed from when it was due (OpenLoop: a fixed rate, open loop) to the echo of
-// its first byte. TestHeld holds idle connections open through the proxy in steps (0, 100,
-// 1,000) and records the new connections' p50/p99/p99.9 and the proxy's VmRSS and fds at each,
-// in HeldFile. TestOnDemand starts the agent in on-demand CDS mode with a demand file of 10,
-// then 5,000 Services, and times first connections to Services not yet demanded beside
-// connections to demanded ones, in OnDemandFile.
+// DEMANDED, FIRST, FIRST_RATE) measure connections rather than programming. Both serve one captured
+// pod (podNet: a netns with internal/capture installed, linked into the agent's --netns-dir, so the
+// agent gives it a capture listener the node proxy binds inside it) and Services whose endpoints
+// are echo servers on the host end of the pod's veth. Each connection is timed from when it was due
+// (OpenLoop: a fixed rate, open loop) to the echo of its first byte. TestHeld holds idle
+// connections open through the proxy in steps (0, 100, 1,000) and records the new connections'
+// p50/p99/p99.9 and the proxy's VmRSS and fds at each, in scaleresult.HeldFile. TestOnDemand starts
+// the agent in on-demand CDS mode with a demand file of 10, then 5,000 Services, and times first
+// connections to Services not yet demanded beside connections to demanded ones, in
+// scaleresult.OnDemandFile (the results and their reader: package scaleresult; `make perf-report`
+// renders all three). The three start from startRun (scalerun_test.go).
 //
 // Measured (2026-11-29, an x86_64 VM with 24 GiB and 2 shared, heavily loaded cores, Go 1.26,
 // kube-proxy v1.34.4; 10,000 Services × 10 endpoints plus Service kubernetes; VmRSS / VmHWM in

@@ -1,17 +1,15 @@
 package scale
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
-	"github.com/aether-mesh/svclb/internal/testing/testenv"
+	"github.com/aether-mesh/svclb/e2e/scale/scaleresult"
 )
 
 const (
@@ -48,28 +46,13 @@ func TestGrowth(t *testing.T) {
 	}
 	spec := Spec{Namespace: "scale", Endpoints: env.Positive("SVCLB_SCALE_ENDPOINTS", 10), Workers: 8}
 	profile := env.On("SVCLB_SCALE_PROFILE")
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := env.String("SVCLB_PERF_ARTIFACTS", filepath.Join(root, "_artifacts", "perf"))
-	if err := env.Err(); err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Minute)
-	t.Cleanup(cancel)
+	h, ctx, out := startRun(t, 110*time.Minute)
 
-	g := &Growth{RunInfo: RunInfo{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU()}, EndpointsPer: spec.Endpoints,
-		Workers: spec.Workers, Poll: growthPoll, KubeProxyPoll: growthKubeProxyPoll}
+	g := &scaleresult.Growth{RunInfo: runInfo(t), EndpointsPer: spec.Endpoints, Workers: spec.Workers, Poll: growthPoll, KubeProxyPoll: growthKubeProxyPoll}
 	if profile {
 		g.Notes = append(g.Notes, "the agent serves no pprof: only the node proxy's heap is profiled")
 	}
-	save := func() {
-		if err := g.Write(out); err != nil {
-			t.Error(err)
-		}
-	}
+	save := saver(t, g, out)
 
 	kp := h.startKubeProxy(t)
 	ag, agentHTTP, sock := h.startAgent(t)
@@ -137,7 +120,7 @@ func TestGrowth(t *testing.T) {
 			t.Fatal(err)
 		}
 		last := time.Now()
-		st := GrowthStep{Services: n, Created: last.Sub(start)}
+		st := scaleresult.GrowthStep{Services: n, Created: last.Sub(start)}
 
 		wantProxy := base.proxyActive + int64(n)
 		wantSvcs, wantEps := base.kpServices+n, base.kpEndpoints+n*spec.Endpoints
@@ -204,12 +187,12 @@ func TestGrowth(t *testing.T) {
 		if st.AgentHeapInuse, err = ParseHeapInuse(body); err != nil {
 			t.Fatal(err)
 		}
-		cost := func(p *process) ProcCost {
+		cost := func(p *process) scaleresult.ProcCost {
 			m, err := ReadMemory(p.pid)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return ProcCost{Memory: m, CPUSeconds: cpuOf(t, p).Sub(before[p]).Total().Seconds()}
+			return scaleresult.ProcCost{Memory: m, CPUSeconds: cpuOf(t, p).Sub(before[p]).Total().Seconds()}
 		}
 		st.Agent, st.NodeProxy, st.KubeProxyCost = cost(ag), cost(px), cost(kp)
 		var as struct{ Clusters, Endpoints int }
@@ -234,7 +217,7 @@ func TestGrowth(t *testing.T) {
 	g.Duration = time.Since(g.Started)
 	save()
 	t.Logf("how cost grows, %d endpoints per Service, load %.2f → %.2f (1 min) on %d CPUs; %s in %s\n%s", spec.Endpoints,
-		g.LoadBefore[0], g.LoadAfter[0], g.CPUs, GrowthFile, out, g.Table())
+		g.LoadBefore[0], g.LoadAfter[0], g.CPUs, scaleresult.GrowthFile, out, g.Table())
 }
 
 func loadavg(t *testing.T) [3]float64 {

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/aether-mesh/svclb/e2e/scale/scaleresult"
 	"github.com/aether-mesh/svclb/internal/testing/testenv"
 )
 
@@ -61,32 +60,15 @@ func TestHeld(t *testing.T) {
 	endpoints := env.Positive("SVCLB_SCALE_ENDPOINTS", 4)
 	conns := env.Positive("SVCLB_SCALE_CONNS", 2000)
 	rate := env.Float("SVCLB_SCALE_CONN_RATE", 100)
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := env.String("SVCLB_PERF_ARTIFACTS", filepath.Join(root, "_artifacts", "perf"))
-	if err := env.Err(); err != nil {
-		t.Fatal(err)
-	}
 	if rate <= 0 {
 		t.Fatalf("SVCLB_SCALE_CONN_RATE=%g: want a positive rate", rate)
 	}
-	h := newHarness(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
-	t.Cleanup(cancel)
+	h, ctx, out := startRun(t, 50*time.Minute)
 
-	pod := newPodNet(t, h.netnsDir(t), endpoints)
-	serveEcho(t, pod.backends)
 	const ns = "held"
-	if err := createNamespace(ctx, h.kube, ns); err != nil {
-		t.Fatal(err)
-	}
+	pod := startPod(t, ctx, h, ns, endpoints)
 	vip, err := createEchoService(ctx, h.kube, ns, "echo", pod.backends)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pod.createPod(ctx, h.kube, ns, "client"); err != nil {
 		t.Fatal(err)
 	}
 	// The agent's defaults (Phase 1 and 2, proactive CDS), with envtest's Service range given
@@ -94,24 +76,9 @@ func TestHeld(t *testing.T) {
 	ag, _, sock := h.startAgent(t, "--service-range="+testenv.ServiceClusterIPRange)
 	px, admin := h.startNodeProxy(t, sock)
 
-	g := &Held{RunInfo: RunInfo{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU()}, Endpoints: endpoints, Rate: rate, Conns: conns,
-		Timeout: heldTimeout}
-	save := func() {
-		if err := g.Write(out); err != nil {
-			t.Error(err)
-		}
-	}
-	probe := func(context.Context) (time.Time, error) {
-		c, err := pod.dial(vip.String(), heldTimeout)
-		if err != nil {
-			return time.Time{}, err
-		}
-		defer c.Close()
-		if err := firstByte(c, time.Now().Add(heldTimeout)); err != nil {
-			return time.Time{}, err
-		}
-		return time.Now(), nil
-	}
+	g := &scaleresult.Held{RunInfo: runInfo(t), Endpoints: endpoints, Rate: rate, Conns: conns, Timeout: heldTimeout}
+	save := saver(t, g, out)
+	probe := func(context.Context) (time.Time, error) { return pod.echo(vip) }
 
 	// Ready: the pod's connection to the VIP is proxied to an echo server (passed through, it
 	// would find nothing at the VIP).
@@ -155,7 +122,7 @@ func TestHeld(t *testing.T) {
 			t.Fatal(g.Broke)
 		}
 		time.Sleep(heldSettle)
-		l := HeldLevel{Held: n}
+		l := scaleresult.HeldLevel{Held: n}
 		st, err := getStats("http://" + admin + "/stats")
 		if err != nil {
 			t.Fatal(err)
@@ -191,8 +158,8 @@ func TestHeld(t *testing.T) {
 			t.Fatal(errors.Join(err, derr))
 		}
 		l.CPUSeconds = cpuOf(t, px).Sub(before).Total().Seconds()
-		l.Latency, l.Errors, l.Lag = Summarize(lat), len(errs), lag
-		l.Direct, l.DirectErrors = Summarize(dlat), len(derrs)
+		l.Latency, l.Errors, l.Lag = scaleresult.Summarize(lat), len(errs), lag
+		l.Direct, l.DirectErrors = scaleresult.Summarize(dlat), len(derrs)
 		for _, e := range errs[:min(len(errs), heldErrorSamples)] {
 			l.ErrorSamples = append(l.ErrorSamples, e.Error())
 		}
@@ -217,7 +184,7 @@ func TestHeld(t *testing.T) {
 	g.Duration = time.Since(g.Started)
 	save()
 	t.Logf("new connections under held ones, %d echo servers, %d each at %g/s (open loop), load %.2f → %.2f (1 min) on %d CPUs; "+
-		"%d held lost; %s in %s\n%s", endpoints, conns, rate, g.LoadBefore[0], g.LoadAfter[0], g.CPUs, lost, HeldFile, out, g.Table())
+		"%d held lost; %s in %s\n%s", endpoints, conns, rate, g.LoadBefore[0], g.LoadAfter[0], g.CPUs, lost, scaleresult.HeldFile, out, g.Table())
 	if lost > 0 {
 		t.Errorf("%d of %d held connections lost", lost, len(held))
 	}
@@ -226,7 +193,12 @@ func TestHeld(t *testing.T) {
 // direct is one connection from the host's namespace straight to the echo server at a, timed
 // to the echo of its first byte.
 func direct(a netip.Addr) (time.Time, error) {
-	c, err := net.DialTimeout("tcp4", netip.AddrPortFrom(a, heldPort).String(), heldTimeout)
+	return echoed(net.DialTimeout("tcp4", netip.AddrPortFrom(a, heldPort).String(), heldTimeout))
+}
+
+// echoed is when the echo of one byte written on c came back (within heldTimeout), c and err
+// as a dial returned them; it closes c.
+func echoed(c net.Conn, err error) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/aether-mesh/svclb/e2e/scale/scaleresult"
 	"github.com/aether-mesh/svclb/internal/testing/testenv"
 	"github.com/aether-mesh/svclb/pkg/agentstatus"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -44,30 +44,13 @@ func TestOnDemand(t *testing.T) {
 	conns := env.Positive("SVCLB_SCALE_FIRST", 100)
 	rate := env.Float("SVCLB_SCALE_FIRST_RATE", 4)
 	profile := env.On("SVCLB_SCALE_PROFILE")
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := env.String("SVCLB_PERF_ARTIFACTS", filepath.Join(root, "_artifacts", "perf"))
-	if err := env.Err(); err != nil {
-		t.Fatal(err)
-	}
 	if rate <= 0 {
 		t.Fatalf("SVCLB_SCALE_FIRST_RATE=%g: want a positive rate", rate)
 	}
-	h := newHarness(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
-	t.Cleanup(cancel)
+	h, ctx, out := startRun(t, 50*time.Minute)
 
-	pod := newPodNet(t, h.netnsDir(t), endpoints)
-	serveEcho(t, pod.backends)
 	const ns = "ondemand"
-	if err := createNamespace(ctx, h.kube, ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := pod.createPod(ctx, h.kube, ns, "client"); err != nil {
-		t.Fatal(err)
-	}
+	pod := startPod(t, ctx, h, ns, endpoints)
 	total := levels[len(levels)-1] + conns
 	start := time.Now()
 	vips, err := createEchoServices(ctx, h.kube, ns, total, pod.backends, func(done int) {
@@ -78,25 +61,10 @@ func TestOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &OnDemand{RunInfo: RunInfo{Started: time.Now(), LoadBefore: loadavg(t), CPUs: runtime.NumCPU()}, Services: total, Endpoints: endpoints, Conns: conns,
-		Rate: rate, Timeout: heldTimeout}
+	g := &scaleresult.OnDemand{RunInfo: runInfo(t), Services: total, Endpoints: endpoints, Conns: conns, Rate: rate, Timeout: heldTimeout}
 	g.Notes = append(g.Notes, fmt.Sprintf("%d Services created in %s", total, time.Since(start).Round(time.Second)))
-	save := func() {
-		if err := g.Write(out); err != nil {
-			t.Error(err)
-		}
-	}
-	probe := func(vip netip.AddrPort) (time.Time, error) {
-		c, err := pod.dial(vip.String(), heldTimeout)
-		if err != nil {
-			return time.Time{}, err
-		}
-		defer c.Close()
-		if err := firstByte(c, time.Now().Add(heldTimeout)); err != nil {
-			return time.Time{}, fmt.Errorf("%s: %w", vip, err)
-		}
-		return time.Now(), nil
-	}
+	save := saver(t, g, out)
+	probe := pod.echo
 	demandFile := filepath.Join(h.dir, "demand.json")
 	var ag, px *process
 	for _, n := range levels {
@@ -107,7 +75,7 @@ func TestOnDemand(t *testing.T) {
 		if err := writeDemandFile(demandFile, vips[:n]); err != nil {
 			t.Fatal(err)
 		}
-		l := OnDemandLevel{Demanded: n}
+		l := scaleresult.OnDemandLevel{Demanded: n}
 		began := time.Now()
 		var agentHTTP, sock, admin string
 		ag, agentHTTP, sock = h.startAgent(t, "--service-range="+testenv.ServiceClusterIPRange, "--cds="+string(agentstatus.CDSOnDemand),
@@ -181,7 +149,7 @@ func TestOnDemand(t *testing.T) {
 		}
 		p1 = p1.Sub(p0)
 		l.Pushes, l.PushSeconds = p1.Count, p1.Seconds
-		l.First, l.FirstErrors = Summarize(lat), len(errs)
+		l.First, l.FirstErrors = scaleresult.Summarize(lat), len(errs)
 		var samples []error
 		samples = append(samples, errs[:min(len(errs), heldErrorSamples)]...)
 		next.Store(0)
@@ -191,7 +159,7 @@ func TestOnDemand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l.Known, l.KnownErrors = Summarize(lat), len(errs)
+		l.Known, l.KnownErrors = scaleresult.Summarize(lat), len(errs)
 		samples = append(samples, errs[:min(len(errs), heldErrorSamples)]...)
 		for _, e := range samples {
 			l.ErrorSamples = append(l.ErrorSamples, e.Error())
@@ -217,7 +185,7 @@ func TestOnDemand(t *testing.T) {
 	g.Duration = time.Since(g.Started)
 	save()
 	t.Logf("on-demand first connections, %d Services × %d echo servers, %d of each kind at %g/s (open loop), load %.2f → %.2f (1 min) on %d CPUs; %s in %s\n%s",
-		total, endpoints, conns, rate, g.LoadBefore[0], g.LoadAfter[0], g.CPUs, OnDemandFile, out, g.Table())
+		total, endpoints, conns, rate, g.LoadBefore[0], g.LoadAfter[0], g.CPUs, scaleresult.OnDemandFile, out, g.Table())
 }
 
 // writeDemandFile writes the agent's demand file (agent/demandfile.go's format, version 1)

@@ -94,6 +94,15 @@ func (p *podNet) dial(addr string, timeout time.Duration) (c net.Conn, err error
 	return c, err
 }
 
+// echo is when the echo of one byte sent from the pod to vip came back (echoed).
+func (p *podNet) echo(vip netip.AddrPort) (time.Time, error) {
+	at, err := echoed(p.dial(vip.String(), heldTimeout))
+	if err != nil {
+		return at, fmt.Errorf("%s: %w", vip, err)
+	}
+	return at, nil
+}
+
 // createPod registers the pod on the harness's Node, captured and running with the pod's
 // address, in namespace ns (which must exist).
 func (p *podNet) createPod(ctx context.Context, kube kubernetes.Interface, ns, name string) error {

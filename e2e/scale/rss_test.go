@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/aether-mesh/svclb/e2e/internal/kit"
+	"github.com/aether-mesh/svclb/e2e/scale/scaleresult"
 	"github.com/aether-mesh/svclb/internal/testing/netnstest"
 	"github.com/aether-mesh/svclb/internal/testing/testenv"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -133,14 +134,14 @@ func TestRSS(t *testing.T) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%d Services × %d endpoints (apiserver: created in %s)\n", spec.Services, spec.Endpoints, created.Round(time.Second))
 	fmt.Fprintf(&b, "%-40s %10s %10s %10s %10s %12s  %s\n", "process", "VmRSS MiB", "VmHWM MiB", "ready in", "CPU s", "CPU s/1k svc", "programmed")
-	mem := map[int]Memory{}
+	mem := map[int]scaleresult.Memory{}
 	for _, r := range rows {
 		m, err := ReadMemory(r.pid)
 		if err != nil {
 			t.Fatal(err)
 		}
 		mem[r.pid] = m
-		fmt.Fprintf(&b, "%-40s %10s %10s %10s %10.2f %12.3f  %s\n", r.name, MiB(m.RSS), MiB(m.HWM), r.ready.Round(100*time.Millisecond),
+		fmt.Fprintf(&b, "%-40s %10s %10s %10s %10.2f %12.3f  %s\n", r.name, scaleresult.MiB(m.RSS), scaleresult.MiB(m.HWM), r.ready.Round(100*time.Millisecond),
 			r.cpu.Total().Seconds(), perThousand(r.cpu.Total(), spec.Services), r.reached)
 	}
 	kp, ag, px := mem[rows[0].pid], mem[rows[1].pid], mem[rows[2].pid]

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aether-mesh/svclb/e2e/internal/kit/render"
 	"github.com/aether-mesh/svclb/e2e/perf/internal/result"
+	"github.com/aether-mesh/svclb/e2e/scale/scaleresult"
 )
 
 // Model is what both templates show.
@@ -40,8 +41,9 @@ type Figure struct {
 	Whole bool
 }
 
-// Build makes the model from the results found.
-func Build(r *result.Results) Model {
+// Build makes the model from the results found: the perf suite's, then the envtest scale
+// tests' (a section each, whether or not they ran).
+func Build(r *result.Results, e *scaleresult.Results) Model {
 	var m Model
 	m.Goals = append(goals(r), dataplaneGoals(r.Dataplane)...)
 	if ec := r.EndpointChange; ec != nil {
@@ -59,6 +61,7 @@ func Build(r *result.Results) Model {
 			m.Sections = append(m.Sections, changeSection(fmt.Sprintf("Endpoint change at %d Services", s.Services), s.Latency))
 		}
 	}
+	m.Sections = append(m.Sections, envtestSections(e)...)
 	return m
 }
 

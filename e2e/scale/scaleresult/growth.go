@@ -1,4 +1,4 @@
-package scale
+package scaleresult
 
 import (
 	"fmt"
@@ -13,8 +13,6 @@ const GrowthFile = "growth.json"
 
 // Growth is "how cost grows": one run of TestGrowth, the agent, the node proxy it feeds and
 // kube-proxy running while the Services are created step by step, measured after each step.
-// It lives here and not in e2e/perf/internal/result because Go's internal rule keeps that
-// package out of reach of e2e/scale.
 type Growth struct {
 	RunInfo
 	// EndpointsPer is each Service's ready endpoints (one EndpointSlice); Workers the
@@ -61,23 +59,6 @@ type GrowthStep struct {
 type ProcCost struct {
 	Memory
 	CPUSeconds float64 `json:"cpuSeconds"` // utime+stime (+ reaped children's) during the step
-}
-
-// ParseSteps reads a comma-separated list of Service counts ("1000,2000,5000"), each larger
-// than the one before: the population only grows.
-func ParseSteps(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("steps %q: %q is not a positive Service count", s, f)
-		}
-		if len(out) > 0 && n <= out[len(out)-1] {
-			return nil, fmt.Errorf("steps %q: %d after %d, want increasing counts", s, n, out[len(out)-1])
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }
 
 // Table renders the steps as the test logs them: one row per step, memory in MiB (VmRSS, and the

@@ -1,4 +1,4 @@
-package scale
+package scaleresult
 
 import (
 	"fmt"
@@ -49,23 +49,6 @@ type HeldLevel struct {
 	NodeProxyFDs int        `json:"nodeProxyFDs"`
 	CPUSeconds   float64    `json:"cpuSeconds"`
 	LoadAfter    [3]float64 `json:"loadAfter"`
-}
-
-// ParseLevels reads a comma-separated list of held-connection counts ("0,100,1000"), each ≥ 0
-// and larger than the one before: connections are only added.
-func ParseLevels(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("held levels %q: %q is not a connection count (≥ 0)", s, f)
-		}
-		if len(out) > 0 && n <= out[len(out)-1] {
-			return nil, fmt.Errorf("held levels %q: %d after %d, want increasing counts", s, n, out[len(out)-1])
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }
 
 // Table renders the levels as the test logs them: latencies in ms, the p99 and p99.9 against the

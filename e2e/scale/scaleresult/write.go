@@ -1,4 +1,4 @@
-package scale
+package scaleresult
 
 import (
 	"encoding/json"
