@@ -27,13 +27,14 @@ docker build -q -t "$CLIENT_IMAGE" "$ctx" >/dev/null || fail "docker build $CLIE
 step "built and loaded $CLIENT_IMAGE"
 
 "${go_cmd[@]}" test -c -o "$OUT/perf.test" ./e2e/perf/ || fail "the perf suite does not compile"
-step "suite: -run '${RUN:-.}', sizes ${SIZES:-}, $(uptime)"
+step "suite: -run '${RUN:-.}', sizes ${SIZES:-}, node access ${NODE_ACCESS:-chosen}, $(uptime)"
 (
   cd "$REPO/e2e/perf" &&
     SVCLB_PERF=1 SVCLB_PERF_START="$T0" SVCLB_KUBECONFIG="$KUBECONFIG_FILE" SVCLB_CLUSTER="$CLUSTER" SVCLB_PERF_ARTIFACTS="$ARTIFACTS" \
       SVCLB_PROXY="${PROXY:-builtin}" SVCLB_PERF_CLIENT_IMAGE="$CLIENT_IMAGE" SVCLB_PERF_SIZES="${SIZES:-}" \
       SVCLB_PERF_CHANGES="${CHANGES:-}" SVCLB_PERF_SCALE_CHANGES="${SCALE_CHANGES:-}" SVCLB_PERF_TRIALS="${TRIALS:-}" SVCLB_PERF_CREATE_WITHIN="${CREATE_WITHIN:-}" SVCLB_PERF_CREATE_RATE="${CREATE_RATE:-}" SVCLB_PERF_RESTARTS="${RESTARTS:-1}" \
       SVCLB_PERF_DATA="${DATA:-0}" SVCLB_PERF_DATA_CONNS="${DATA_CONNS:-}" SVCLB_PERF_DATA_RATE="${DATA_RATE:-}" \
+      SVCLB_NODE_ACCESS="${NODE_ACCESS:-}" \
       "$OUT/perf.test" -test.run "${RUN:-.}" -test.count=1 -test.timeout "${TIMEOUT:-60m}" -test.v
 ) 2>&1 | tee "$ARTIFACTS/perf-$(date +%Y%m%d-%H%M%S).log"
 rc=${PIPESTATUS[0]}

@@ -134,6 +134,10 @@ func TestMain(m *testing.M) {
 	e.Setup(
 		step("connect", cluster.Connect(cfg.Cluster)),
 		step("run lock", cluster.HoldRun(cluster.RunHolder("perf"), progress)),
+		// Before anything reads a node, as the legs choose: docker exec on kind, else the
+		// node-access DaemonSet (SVCLB_NODE_ACCESS forces one), deleted at the end.
+		step("node access", cluster.SetupNodeAccess(cluster.NodeAccessOptions{Want: cfg.NodeAccess,
+			Image: cluster.NodeAccessImage, PullPolicy: g.ImagePullPolicy, Log: progress})),
 		step("record the agent's config", recordConfig),
 		step("deploy guard", guard.Deploy(g)),
 		step("deploy node DaemonSet", agent.Deploy(agent.Options{Proxy: cfg.Proxy, ProxyArgs: proxyArgs()})),
@@ -147,7 +151,7 @@ func TestMain(m *testing.M) {
 			return ctx, err
 		}),
 	)
-	e.Finish(step("cleanup", cleanup), step("release the run lock", cluster.ReleaseRun()))
+	e.Finish(step("cleanup", cleanup), step("node access: delete", cluster.TeardownNodeAccess()), step("release the run lock", cluster.ReleaseRun()))
 	os.Exit(e.Run(m))
 }
 

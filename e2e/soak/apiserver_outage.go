@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/echo"
 	"github.com/aether-mesh/svclb/fixtures/faults"
 )
@@ -40,6 +41,9 @@ func (apiserverOutage) Settle(ctx context.Context, r *runner) {
 		r.addError("after the apiserver outage: %v", err)
 	}
 }
+
+// Needs: the manifest goes back through node access that does not pass through the apiserver.
+func (apiserverOutage) Needs(c *cluster.Cluster) error { return faults.OutagePossible(c) }
 
 func (apiserverOutage) Run(ctx context.Context, r *runner, w *Window, _ int) error {
 	node, err := faults.ControlPlane(r.c)

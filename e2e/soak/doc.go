@@ -2,12 +2,12 @@
 // traffic on the kind cluster while a schedule of faults runs, judged
 // failure by failure.
 //
-// TestSoak (gated by SVCLB_SOAK=1, which e2e/soak/run.sh sets) deploys the
-// guard and the node DaemonSet with fixtures/ env funcs, as the acceptance
-// legs do; Run deploys the workloads (guarded echo Services, meshed load
+// TestSoak (gated by SVCLB_SOAK=1, which e2e/soak/run.sh sets) chooses how
+// it reads nodes and deploys the guard and the node DaemonSet with fixtures/
+// env funcs, as the acceptance legs do; Run deploys the workloads (guarded echo Services, meshed load
 // clients running `svclb-echo load`), runs the faults (each a Fault, one
-// file each, listed in registry; the mechanisms are fixtures/faults') and
-// records what happened: every client event, every
+// file each, listed in registry; the mechanisms are fixtures/faults'; one
+// the cluster does not allow is skipped, saying why) and records what happened: every client event, every
 // fault's window and instants, the agents' refusal lines, samples of every
 // node's agent and proxy, and the proposal's figures. Judge attributes every
 // failure and every cut long-lived connection to the window it fell in

@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 
+	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/echo"
 )
 
@@ -57,6 +58,12 @@ type (
 	// w, and the seconds it could not count there, are the fault's.
 	stopper interface {
 		Stops(w Window, c Client) bool
+	}
+	// needer runs only on some clusters (the nodes in the local Docker engine, node access
+	// that does not pass through the apiserver): Needs is nil where it can run on c, else
+	// why not, and the scheduler skips it (runnable).
+	needer interface {
+		Needs(c *cluster.Cluster) error
 	}
 	// analyzer derives figures of its own from the record alone (Analyze)
 	// for window w, and returns the bounds they must keep.

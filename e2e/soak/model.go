@@ -62,6 +62,10 @@ type Env struct {
 	NotReadyBefore []string `json:"notReadyBefore,omitempty"`
 	Namespace      string   `json:"namespace"`
 	ServicePorts   int      `json:"servicePorts"`
+	// NodeAccess is how the run read the nodes (fixtures/cluster NodeAccess: docker or
+	// daemonset), NodeAccessWhy why (the setup's choice).
+	NodeAccess    string `json:"nodeAccess,omitempty"`
+	NodeAccessWhy string `json:"nodeAccessWhy,omitempty"`
 }
 
 // Client is one load client: a meshed pod on a worker, and every event its

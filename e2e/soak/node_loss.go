@@ -188,14 +188,17 @@ func (nodeLoss) Analyze(r *Record, w Window) []Bound {
 	return out
 }
 
+// Needs: the loss stops the node's Docker container, so every node must be one of the local
+// Docker engine, whatever the node access.
+func (nodeLoss) Needs(c *cluster.Cluster) error {
+	if err := c.NodesInDocker(); err != nil {
+		return fmt.Errorf("%w: %w", faults.ErrNotDocker, err)
+	}
+	return nil
+}
+
 func (nodeLoss) Run(ctx context.Context, r *runner, w *Window, _ int) error {
 	node := w.Node
-	// The loss stops the node's Docker container: elsewhere the fault cannot run.
-	if err := r.c.NodesInDocker(); err != nil {
-		w.Skipped = true
-		w.notef("skipped: %v", fmt.Errorf("%w: %w", faults.ErrNotDocker, err))
-		return nil
-	}
 	// What the loss takes: the backends on the node, by target.
 	lost := map[string][]string{}
 	addrs := map[string][]string{} // target → the lost backends' endpoints

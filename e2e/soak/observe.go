@@ -21,10 +21,11 @@ import (
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
-// procScript prints one line per agent or proxy process on a kind node
+// procScript prints one line per agent or proxy process on a node
 // ("proc <name> <pid> <rss kB> <threads> <fds> <socket fds>"), then the
-// agent's go_goroutines and the proxy's open upstream connections. It runs in the node container (docker exec), so it reads
-// while the apiserver is away too.
+// agent's go_goroutines and the proxy's open upstream connections. It runs on
+// the node (NodeExec); with docker exec (kind) it reads while the apiserver is
+// away too, and elsewhere the apiserver outage does not run (OutagePossible).
 const procScript = `for n in svclb-agent svclb-nodeproxy envoy; do for p in $(pgrep -x $n); do
   echo "proc $n $p $(awk '/^VmRSS:/{r=$2} /^Threads:/{t=$2} END{print r, t}' /proc/$p/status) $(ls /proc/$p/fd | wc -l) $(ls -l /proc/$p/fd | grep -c 'socket:')"
 done; done

@@ -22,9 +22,11 @@ var htmlTemplate string
 // Report is what the templates render.
 type Report struct {
 	*Record
-	Status   string
-	Took     time.Duration
-	Faults   []FaultRow
+	Status string
+	Took   time.Duration
+	Faults []FaultRow
+	// Skipped are the windows whose fault did not run (their notes say why).
+	Skipped  []string
 	Charts   []NamedChart
 	RSS      *render.Chart
 	Snapshot []SnapshotRow
@@ -115,6 +117,9 @@ func NewReport(rec *Record, took time.Duration) *Report {
 			}
 			row.Refused = strings.Join(rs, ", ")
 			switch {
+			case w.Skipped:
+				row.Verdict = "skipped"
+				rp.Skipped = append(rp.Skipped, im.Window)
 			case im.Error != "":
 				row.Verdict = "fault failed: " + im.Error
 			case im.Disallowed > 0:

@@ -61,3 +61,33 @@ func TestWrite(t *testing.T) {
 		t.Errorf("a failed run's report:\n%s", md)
 	}
 }
+
+// TestWriteSkipped: a fault that did not run on the cluster reads as skipped in both reports,
+// its row and the header naming it, never as ok; the node access and why are in the header.
+func TestWriteSkipped(t *testing.T) {
+	r := record()
+	r.Env.NodeAccess, r.Env.NodeAccessWhy = "daemonset", "node w1 is not a container of the local Docker engine"
+	r.Windows = append(r.Windows, Window{Name: "worker w2 lost and back", Kind: KindNodeLoss, Node: "w2", Start: at(90), End: at(90), Skipped: true,
+		Notes: []string{"skipped: the nodes are not containers of the local Docker engine (kind): node w1 is not a container"}})
+	Analyze(r)
+	dir := t.TempDir()
+	if err := Write(dir, r, 0); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	html, _ := os.ReadFile(filepath.Join(dir, "report.html"))
+	for _, want := range []string{
+		"| 6 | worker w2 lost and back | 90.0 s | 0.0 s | 0 | skipped | 0 |  | skipped: the nodes are not containers",
+		"**Skipped, not run** (the fault table says why): worker w2 lost and back.",
+		"nodes w1, w2 (read by daemonset: node w1 is not a container of the local Docker engine);",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+	for _, want := range []string{"<td>skipped</td>", "<b>Skipped, not run</b>", "(read by daemonset: "} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+}

@@ -42,10 +42,11 @@ if [ -z "${SOAK_TEST_TIMEOUT:-}" ]; then
   }') || { echo "soak: SOAK_DURATION='$SOAK_DURATION' is not a duration such as 4m or 1h30m" >&2; exit 2; }
   SOAK_TEST_TIMEOUT="${minutes}m"
 fi
-step "run: SOAK_DURATION=$SOAK_DURATION SOAK_FAULTS=$SOAK_FAULTS PROXY=$PROXY (test timeout $SOAK_TEST_TIMEOUT)"
+step "run: SOAK_DURATION=$SOAK_DURATION SOAK_FAULTS=$SOAK_FAULTS PROXY=$PROXY node access ${NODE_ACCESS:-chosen} (test timeout $SOAK_TEST_TIMEOUT)"
 (
   cd "$REPO/e2e/soak" &&
     SVCLB_SOAK=1 SVCLB_KUBECONFIG="$KUBECONFIG_FILE" SVCLB_CLUSTER="$CLUSTER" SVCLB_PROXY="$PROXY" SVCLB_ENVOY_IMAGE="${ENVOY_IMAGE:-}" \
+      SVCLB_NODE_ACCESS="${NODE_ACCESS:-}" \
       SOAK_ARTIFACTS="$SOAK_ARTIFACTS" SOAK_START="$T0" \
       "$REPO/_output/soak.test" -test.run '^TestSoak$' -test.count=1 -test.timeout "$SOAK_TEST_TIMEOUT" -test.v
 ) 2>&1 | tee "$SOAK_ARTIFACTS/soak.log"

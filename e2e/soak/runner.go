@@ -64,6 +64,7 @@ func Run(ctx context.Context, c *cluster.Cluster, cfg Config, rec *Record, log *
 		banked: map[string][]echo.LoadEvent{}}
 	rec.Settings = cfg.Settings
 	rec.Env.Proxy, rec.Env.Namespace = cfg.Proxy, Namespace
+	rec.Env.NodeAccess, rec.Env.NodeAccessWhy = string(c.Access), c.AccessWhy
 	for _, n := range c.Nodes {
 		rec.Env.Nodes = append(rec.Env.Nodes, n.Name)
 	}
@@ -157,7 +158,8 @@ func (r *runner) setup(ctx context.Context) error {
 		}
 		r.wl.direct = net.JoinHostPort(pods[0].Status.PodIP, strconv.Itoa(workload.EchoPort))
 		for _, name := range r.cfg.Faults {
-			if f, ok := faultOf(name); ok {
+			// A fault that will be skipped (runnable) needs nothing in place.
+			if f, ok := faultOf(name); ok && skipWhy(f, r.c) == nil {
 				if p, ok := f.(preparer); ok {
 					if err := p.Prepare(ctx, r); err != nil {
 						return fmt.Errorf("%s: %w", name, err)

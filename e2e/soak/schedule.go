@@ -12,21 +12,21 @@ import (
 	"github.com/aether-mesh/svclb/fixtures/faults"
 )
 
-// schedule runs the selected faults one after the other, a gap apart, in
-// cycles until the load's duration is used up (at least one cycle).
+// schedule runs the selected faults that can run on the cluster (runnable)
+// one after the other, a gap apart, in cycles until the load's duration is
+// used up (at least one cycle).
 func (r *runner) schedule(ctx context.Context) {
 	r.logf("load running; quiet lead-in %s", leadIn)
 	if !sleepCtx(ctx, leadIn) || len(r.cfg.Faults) == 0 {
 		return
 	}
+	fs := r.runnable()
+	if len(fs) == 0 {
+		return
+	}
 	stop := r.rec.LoadStart.Add(r.cfg.Duration - tail)
 	for cycle := 0; ctx.Err() == nil; cycle++ {
-		for _, name := range r.cfg.Faults {
-			f, ok := faultOf(name)
-			if !ok {
-				r.addError("SOAK_FAULTS: no fault %q", name)
-				continue
-			}
+		for _, f := range fs {
 			r.fault(ctx, f, cycle)
 			if !sleepCtx(ctx, r.cfg.Gap) {
 				return
@@ -36,6 +36,45 @@ func (r *runner) schedule(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// runnable are the faults of SOAK_FAULTS that can run on the cluster, in
+// order. Each other one is recorded once, where the first fault would
+// start: its windows skipped, each with one note saying why (skipWhy), so
+// that the report lists it as skipped, not passed.
+func (r *runner) runnable() []Fault {
+	var out []Fault
+	for _, name := range r.cfg.Faults {
+		f, ok := faultOf(name)
+		if !ok {
+			r.addError("SOAK_FAULTS: no fault %q", name)
+			continue
+		}
+		why := skipWhy(f, r.c)
+		if why == nil {
+			out = append(out, f)
+			continue
+		}
+		r.logf("fault: %s: skipped: %v", name, why)
+		for _, w := range f.Windows(r.layout()) {
+			w.Kind, w.Skipped = f.Name(), true
+			w.Start = time.Now()
+			w.End = w.Start
+			w.notef("skipped: %v", why)
+			r.mu.Lock()
+			r.rec.Windows = append(r.rec.Windows, w)
+			r.mu.Unlock()
+		}
+	}
+	return out
+}
+
+// skipWhy is why f cannot run on c (needer); nil when it can.
+func skipWhy(f Fault, c *cluster.Cluster) error {
+	if n, ok := f.(needer); ok {
+		return n.Needs(c)
+	}
+	return nil
 }
 
 // fault runs one run of f: each of its windows in turn, then what it
