@@ -164,12 +164,8 @@ func fullList() []string {
 // TestRegistryImages: with a registry the project's images are pulled at deploy, so nodes that
 // hold none of them pass, with a line saying where they come from and that it is not checked.
 func TestRegistryImages(t *testing.T) {
-	s, err := images.Parse("registry.example.com/ci")
-	if err != nil {
-		t.Fatal(err)
-	}
 	lines := Run(context.Background(), fake.NewClientset(kubeProxyCM("nftables"), node("w", "a", false)),
-		Options{Proxy: "builtin", Probe: inDocker, NodeAccess: cluster.NodeAccessDaemonSet, Source: s})
+		Options{Proxy: "builtin", Probe: inDocker, NodeAccess: cluster.NodeAccessDaemonSet, Source: images.MustParse("registry.example.com/ci")})
 	if Failed(lines) {
 		t.Fatalf("failed:\n%s", join(lines))
 	}
