@@ -23,6 +23,7 @@ import (
 	"github.com/aether-mesh/svclb/fixtures/diagnostics"
 	"github.com/aether-mesh/svclb/fixtures/evidence"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/images"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
 	"github.com/aether-mesh/svclb/fixtures/workload"
 	"github.com/aether-mesh/svclb/pkg/contract"
@@ -100,6 +101,9 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	prog = kit.NewProgress("e2e", cfg.Start, cfg.Artifacts)
+	// Before any manifest is built: every builder takes the project's images from here.
+	images.Use(cfg.Images)
+	progress("images: %s", cfg.Images)
 	suite = &state{evidence: evidence.Dir(cfg.Artifacts), legsNS: "svclb-e2e"}
 	// First, so that even a run whose setup fails lists its legs in order.
 	if err := suite.evidence.WriteOrder(legOrder); err != nil {
@@ -142,14 +146,12 @@ func dumpDiagnostics(ctx context.Context, why, what string) {
 // setupFuncs is the suite's setup, composed from the framework's env funcs.
 func setupFuncs() []env.Func {
 	g := guard.Defaults()
-	g.ImagePullPolicy = corev1.PullNever // kind-loaded, never pulled
 	return []env.Func{
 		step("setup: connect", cluster.Connect(cfg.Cluster)),
 		// Before anything changes: one run at a time flips the agent's flags and the guard's cuts.
 		step("setup: run lock", cluster.HoldRun(cluster.RunHolder("e2e"), progress)),
 		// Before anything reads a node: docker exec on kind, else the node-access DaemonSet.
-		step("setup: node access", cluster.SetupNodeAccess(cluster.NodeAccessOptions{Want: cfg.NodeAccess,
-			Image: cluster.NodeAccessImage, PullPolicy: corev1.PullNever, Log: progress})),
+		step("setup: node access", cluster.SetupNodeAccess(cluster.NodeAccessOptions{Want: cfg.NodeAccess, Log: progress})),
 		step("setup: record environment", recordEnv),
 		step("setup: deploy guard", guard.Deploy(g)),
 		step("setup: deploy node DaemonSet", deployNode),

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/aether-mesh/svclb/fixtures/images"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
@@ -57,8 +58,8 @@ func node(args []string) ([]client.Object, error) {
 	var o manifests.NodeOptions
 	fs.BoolVar(&o.Phase1, contract.KeyPhase1, false, "initial "+contract.KeyPhase1+" in ConfigMap "+contract.AgentConfigMap)
 	fs.BoolVar(&o.Phase2, contract.KeyPhase2, false, "initial "+contract.KeyPhase2+" in ConfigMap "+contract.AgentConfigMap)
-	fs.StringVar(&o.Images.Agent, "agent-image", "", "agent image (default svclb/agent:dev)")
-	fs.StringVar(&o.Images.NodeProxy, "nodeproxy-image", "", "built-in proxy image (default svclb/nodeproxy:dev)")
+	fs.StringVar(&o.Images.Agent, "agent-image", "", "agent image (default "+images.Local(contract.ImageAgent)+")")
+	fs.StringVar(&o.Images.NodeProxy, "nodeproxy-image", "", "built-in proxy image (default "+images.Local(contract.ImageNodeProxy)+")")
 	fs.Parse(args)
 	switch *proxy {
 	case manifests.ProxyBuiltin:
@@ -79,7 +80,7 @@ func node(args []string) ([]client.Object, error) {
 
 func mesh(args []string, in io.Reader) ([]client.Object, error) {
 	fs := flag.NewFlagSet("mesh", flag.ExitOnError)
-	image := fs.String("capture-image", "", "capture image (default svclb/capture:dev)")
+	image := fs.String("capture-image", "", "capture image (default "+images.Local(contract.ImageCapture)+")")
 	fs.Parse(args)
 	b, err := io.ReadAll(in)
 	if err != nil {

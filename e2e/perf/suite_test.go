@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -26,6 +25,7 @@ import (
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/images"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
@@ -64,7 +64,7 @@ func loadConfig() (config, error) {
 	var e kit.Env
 	c := config{
 		Suite:        e.Suite(repo, kit.SuiteVars{On: "SVCLB_PERF", Artifacts: "SVCLB_PERF_ARTIFACTS", ArtifactsDir: "_artifacts/perf", Start: "SVCLB_PERF_START"}),
-		clientImage:  e.String("SVCLB_PERF_CLIENT_IMAGE", "svclb/perf-client:dev"),
+		clientImage:  e.String("SVCLB_PERF_CLIENT_IMAGE", ""),
 		changes:      e.Count("SVCLB_PERF_CHANGES", 30),
 		scaleChanges: e.Count("SVCLB_PERF_SCALE_CHANGES", 30),
 		trials:       e.Count("SVCLB_PERF_TRIALS", 20),
@@ -78,6 +78,9 @@ func loadConfig() (config, error) {
 	}
 	if err := e.Err(); err != nil {
 		return c, err
+	}
+	if c.clientImage == "" {
+		c.clientImage = c.Images.Ref(contract.ImagePerfClient)
 	}
 	if c.createWithin <= 0 {
 		c.createWithin = 6 * time.Minute
@@ -128,9 +131,9 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run()) // the cluster tests skip
 	}
 	prog = kit.NewProgress("perf", cfg.Start, cfg.Artifacts)
+	images.Use(cfg.Images) // before any manifest is built
 	e := env.NewWithKubeConfig(cfg.Kubeconfig)
 	g := guard.Defaults()
-	g.ImagePullPolicy = corev1.PullNever
 	e.Setup(
 		step("connect", cluster.Connect(cfg.Cluster)),
 		step("run lock", cluster.HoldRun(cluster.RunHolder("perf"), progress)),

@@ -8,7 +8,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
@@ -43,14 +42,12 @@ func TestMain(m *testing.M) {
 	if err := State.Evidence.WriteOrder(Order); err != nil {
 		panic(err)
 	}
-	g := guard.Defaults()
-	g.ImagePullPolicy = corev1.PullNever // kind-loaded
 	testEnv = env.NewWithKubeConfig(os.Getenv("KUBECONFIG"))
 	testEnv.Setup(
 		cluster.Connect(envOr("SVCLB_CLUSTER", "svclb")),
 		keepCluster,
-		cluster.SetupNodeAccess(cluster.NodeAccessOptions{Image: cluster.NodeAccessImage, PullPolicy: corev1.PullNever}),
-		guard.Deploy(g),
+		cluster.SetupNodeAccess(cluster.NodeAccessOptions{}),
+		guard.Deploy(guard.Defaults()),
 		agent.Deploy(agent.Options{Proxy: manifests.ProxyBuiltin}),
 		cluster.CreateNamespace(State.Namespace),
 		meshedClients,

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/e2e-framework/klient"
 
 	"github.com/aether-mesh/svclb/e2e/internal/uninstall"
@@ -20,7 +19,7 @@ const nodeAccessUsage = "how a node's root is reached: docker (docker exec: kind
 // uninstaller is an Uninstaller of target t with the suite's node access: want
 // (--node-access), else chosen as the suite chooses (cluster.ChooseNodeAccess), logged with
 // why. In daemonset mode it deploys the node-access DaemonSet itself, with the suite's
-// image and pull policy (kind-loaded, never pulled).
+// image and pull policy (images.Current: --registry's).
 func uninstaller(ctx context.Context, t Target, name, want string, log io.Writer) (*uninstall.Uninstaller, error) {
 	mode, err := cluster.ParseNodeAccess(want)
 	if err != nil {
@@ -40,5 +39,5 @@ func uninstaller(ctx context.Context, t Target, name, want string, log io.Writer
 	}
 	mode, why := c.ChooseAccess(ctx, mode, nil)
 	fmt.Fprintf(log, "node access: %s: %s\n", mode, why)
-	return &uninstall.Uninstaller{Cluster: c, AccessImage: cluster.NodeAccessImage, AccessPullPolicy: corev1.PullNever, Log: log}, nil
+	return &uninstall.Uninstaller{Cluster: c, Log: log}, nil
 }

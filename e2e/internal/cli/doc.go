@@ -9,6 +9,7 @@
 //	uninstall  e2e/internal/uninstall: everything svclb deployed removed, kube-proxy's cuts put
 //	           back, verified in every node's nftables
 //	doctor     e2e/internal/doctor: what the cluster has and lacks for the suite
+//	images     e2e/internal/imagepush: images push, the project's images tagged and pushed to --registry
 //
 // target.go is where the kubeconfig and context come from (Target): --kubeconfig, else
 // $KUBECONFIG (kubectl's rules: a list is merged), else ~/.kube/config; --context, else the

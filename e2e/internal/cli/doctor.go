@@ -13,7 +13,7 @@ import (
 
 func newDoctor(g *globals) *cobra.Command {
 	o := doctor.Options{}
-	var access string
+	var access, registry string
 	c := &cobra.Command{
 		Use:   "doctor",
 		Short: "Say what the cluster has and lacks for the suite; exit 1 when a requirement is missing",
@@ -24,11 +24,14 @@ func newDoctor(g *globals) *cobra.Command {
 				return &exitError{2, err}
 			}
 			o.NodeAccess = mode
+			if o.Source, err = useRegistry(registry); err != nil {
+				return err
+			}
 			t, cs, err := g.clientset()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.out, "doctor: %s; proxy %s\n", t, o.Proxy)
+			fmt.Fprintf(g.out, "doctor: %s; proxy %s; images %s\n", t, o.Proxy, o.Source)
 			lines := doctor.Run(cmd.Context(), cs, o)
 			doctor.Print(g.out, lines)
 			if doctor.Failed(lines) {
@@ -39,6 +42,7 @@ func newDoctor(g *globals) *cobra.Command {
 	}
 	c.Flags().StringVar(&o.Proxy, "proxy", "builtin", "the node proxy the run will take: builtin or envoy")
 	c.Flags().StringVar(&access, "node-access", "", nodeAccessUsage)
+	registryFlag(c.Flags(), &registry)
 	c.Flags().StringVar(&o.EnvoyImage, "envoy-image", envoy.Image, "Envoy image (--proxy envoy)")
 	return c
 }

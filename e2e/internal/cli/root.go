@@ -105,7 +105,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&g.goCmd, "go", "go", "go command that builds the suite and report binaries")
 	pf.StringVar(&g.suiteBin, "suite-binary", "", "the suite binary (default: built with go test -c ./e2e into _output/e2e.test)")
 	pf.StringVar(&g.reportBin, "report-binary", "", "the report renderer (default: built from ./e2e/cmd/report into _output/e2e-report)")
-	root.AddCommand(newRun(g), newList(g), newReport(g), newUninstall(g), newDoctor(g), newCluster(g))
+	root.AddCommand(newRun(g), newList(g), newReport(g), newUninstall(g), newDoctor(g), newCluster(g), newImages(g))
 	return root
 }
 

@@ -25,6 +25,7 @@ type runFlags struct {
 	proxy       string
 	proxyChoice string
 	nodeAccess  string
+	registry    string
 	envoyImage  string
 	artifacts   string
 	keep        bool
@@ -53,6 +54,7 @@ func newRun(g *globals) *cobra.Command {
 	fl.StringVar(&f.proxy, "proxy", "builtin", "node proxy: builtin or envoy")
 	fl.StringVar(&f.proxyChoice, "proxy-choice", "", "why that proxy, for the report (default: the flag)")
 	fl.StringVar(&f.nodeAccess, "node-access", "", nodeAccessUsage+"; the suite's DaemonSet is deleted at the end unless --keep")
+	registryFlag(fl, &f.registry)
 	fl.StringVar(&f.envoyImage, "envoy-image", envoy.Image, "Envoy image (--proxy envoy)")
 	fl.StringVar(&f.artifacts, "artifacts", "_artifacts", "evidence and reports directory")
 	fl.BoolVar(&f.keep, "keep", false, "leave the legs' namespace and the infrastructure after the run (KEEP_CLUSTER=1)")
@@ -101,10 +103,15 @@ func runRun(ctx context.Context, g *globals, f *runFlags) error {
 		return &exitError{2, err}
 	}
 	cfg := suiterun.Config{Kubeconfig: kubeconfig, Cluster: g.cluster, Artifacts: artifacts, Proxy: f.proxy, ProxyChoice: choice,
-		NodeAccess: f.nodeAccess, EnvoyImage: f.envoyImage, EnvoyVersion: envoyVersion(f.envoyImage), KindVersion: kindVersion(ctx, f.kindVersion),
+		NodeAccess: f.nodeAccess, Registry: f.registry, EnvoyImage: f.envoyImage, EnvoyVersion: envoyVersion(f.envoyImage), KindVersion: kindVersion(ctx, f.kindVersion),
 		Filter: suiterun.LabelFilter(f.legs), Keep: f.keep, Timeout: f.timeout, Start: start}
 	if err := cfg.Validate(); err != nil {
 		return &exitError{2, err}
+	}
+	// The restore after a signal builds the node-access DaemonSet here, from the same images.
+	src, err := useRegistry(f.registry)
+	if err != nil {
+		return err
 	}
 	if err := suiterun.CleanArtifacts(artifacts, f.report); err != nil {
 		return &exitError{2, fmt.Errorf("artifacts %s: %w", artifacts, err)}
@@ -116,8 +123,8 @@ func runRun(ctx context.Context, g *globals, f *runFlags) error {
 	if access == "" {
 		access = "chosen by the suite"
 	}
-	say("%s; cluster %s; proxy %s (%s); node access %s; legs %q (label filter %s); keep %v; artifacts %s", t, g.cluster, f.proxy, choice,
-		access, strings.Join(f.legs, " "), cfg.Filter, f.keep, artifacts)
+	say("%s; cluster %s; proxy %s (%s); node access %s; images %s; legs %q (label filter %s); keep %v; artifacts %s", t, g.cluster, f.proxy, choice,
+		access, src, strings.Join(f.legs, " "), cfg.Filter, f.keep, artifacts)
 
 	// The binaries, stopped by a signal.
 	bctx, cancel := context.WithCancel(ctx)

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aether-mesh/svclb/fixtures/images"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 // fakeRepo is a repository root with the two binaries as scripts: the suite records its
@@ -77,6 +80,8 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--context", "nope"}, `"nope"`},
 		{[]string{"--timeout", "0s"}, "--timeout"},
 		{[]string{"--node-access", "ssh"}, `--node-access: node access "ssh": want docker or daemonset`},
+		{[]string{"--registry", "http://localhost:5000"}, `--registry "http://localhost:5000": no scheme`},
+		{[]string{"--registry", "team"}, `--registry "team": host "team" has no dot or port`},
 		{[]string{"--bogus"}, "unknown flag"},
 	} {
 		var out, errOut bytes.Buffer
@@ -96,5 +101,45 @@ func TestRunReportVerdict(t *testing.T) {
 		"--kubeconfig", writeKubeconfig(t), "--artifacts", t.TempDir()}, &out, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "FAILED") {
 		t.Errorf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// TestRunRegistry: --registry reaches the suite as SVCLB_REGISTRY; without it the variable is
+// empty (kind-loaded), whatever the caller's environment held.
+func TestRunRegistry(t *testing.T) {
+	t.Cleanup(func() { images.Use(images.Source{}) })
+	t.Setenv(contract.RegistryEnv, "stale.example.com")
+	for flag, want := range map[string]string{"localhost:5000/ci": "localhost:5000/ci", "": ""} {
+		repo, suite, report := fakeRepo(t, 0)
+		art := filepath.Join(t.TempDir(), "art")
+		args := []string{"run", "--repo", repo, "--suite-binary", suite, "--report-binary", report, "--kubeconfig", writeKubeconfig(t), "--artifacts", art}
+		if flag != "" {
+			args = append(args, "--registry", flag)
+		}
+		var out, errOut bytes.Buffer
+		if code := Main(context.Background(), args, &out, &errOut); code != 0 {
+			t.Fatalf("--registry %q: exit %d\n%s", flag, code, errOut.String())
+		}
+		env, _ := os.ReadFile(filepath.Join(art, "env"))
+		if !strings.Contains(string(env), contract.RegistryEnv+"="+want+"\n") {
+			t.Errorf("--registry %q: suite env lacks %s=%s:\n%s", flag, contract.RegistryEnv, want, env)
+		}
+	}
+}
+
+// TestImagesPushRefuses: images push needs a registry that parses, before it runs docker.
+func TestImagesPushRefuses(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--registry is required"},
+		{[]string{"--registry", "localhost:99999"}, `--registry "localhost:99999": port "99999"`},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"images", "push", "--docker", "/nonexistent/docker"}, c.args...)
+		if code := Main(context.Background(), args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 naming %s", c.args, code, errOut.String(), c.want)
+		}
 	}
 }

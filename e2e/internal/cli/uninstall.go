@@ -11,7 +11,7 @@ import (
 
 func newUninstall(g *globals) *cobra.Command {
 	var timeout time.Duration
-	var access string
+	var access, registry string
 	namespaces := uninstall.WorkloadNamespaces
 	c := &cobra.Command{
 		Use:   "uninstall",
@@ -21,9 +21,13 @@ func newUninstall(g *globals) *cobra.Command {
 			"restarted on a node whose table still holds one), deletes svclb's nftables tables and svclb-cni's conflist and\n" +
 			"binary where left; then reads every node's nft ruleset until it holds no svclb table and kube-proxy's table holds\n" +
 			"no cut element. It exits 1 naming each node that is not clean. Nodes are reached as the suite reaches them\n" +
-			"(--node-access); in daemonset mode the node-access DaemonSet is deployed first and deleted last.",
+			"(--node-access); in daemonset mode the node-access DaemonSet is deployed first and deleted last, from\n" +
+			"--registry where the run took the images from one.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := useRegistry(registry); err != nil {
+				return err
+			}
 			t, err := g.target()
 			if err != nil {
 				return &exitError{2, err}
@@ -43,6 +47,7 @@ func newUninstall(g *globals) *cobra.Command {
 	}
 	c.Flags().DurationVar(&timeout, "timeout", 3*time.Minute, "bound on each wait (objects gone, kube-proxy back, a node clean)")
 	c.Flags().StringVar(&access, "node-access", "", nodeAccessUsage)
+	registryFlag(c.Flags(), &registry)
 	c.Flags().StringSliceVar(&namespaces, "namespaces", namespaces, "workload namespaces to delete too")
 	return c
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/envoy"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/images"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
 	"github.com/aether-mesh/svclb/pkg/contract"
 )
@@ -50,13 +51,18 @@ type Options struct {
 	NodeAccess cluster.NodeAccess
 	// Probe tells a node container of the local Docker engine; nil: cluster.LocalDocker.
 	Probe cluster.DockerProbe
+	// Source is where the run takes the project's images from (--registry): kind-loaded ones
+	// must be on every node; a registry's are pulled at deploy and not checked here.
+	Source images.Source
 }
 
-// Images are the images a run with o deploys: the project's (never pulled) and, with
-// Envoy, Envoy's (pulled where missing).
+// Images are the images a run with o deploys: the project's (never pulled; none when they
+// come from a registry) and, with Envoy, Envoy's (pulled where missing).
 func (o Options) Images() (local, pulled []string) {
 	im := manifests.DefaultImages()
-	local = []string{im.Agent, im.Capture, im.Echo, guard.Defaults().Image}
+	if o.Source.Registry() == "" {
+		local = []string{im.Agent, im.Capture, im.Echo, guard.Defaults().Image}
+	}
 	switch o.Proxy {
 	case manifests.ProxyEnvoy:
 		img := o.EnvoyImage
@@ -65,7 +71,9 @@ func (o Options) Images() (local, pulled []string) {
 		}
 		pulled = []string{img}
 	default:
-		local = append(local, im.NodeProxy)
+		if o.Source.Registry() == "" {
+			local = append(local, im.NodeProxy)
+		}
 	}
 	return local, pulled
 }
@@ -88,8 +96,13 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options) []Line {
 	access, mode := nodeAccess(ctx, nodes.Items, o)
 	out = append(out, access)
 	local, pulled := o.Images()
-	if mode == cluster.NodeAccessDaemonSet {
-		local = append(local, cluster.NodeAccessImage)
+	if mode == cluster.NodeAccessDaemonSet && o.Source.Registry() == "" {
+		image, _ := cluster.NodeAccessImage()
+		local = append(local, image)
+	}
+	if r := o.Source.Registry(); r != "" {
+		out = append(out, Line{OK, "image", fmt.Sprintf("the project's images are pulled from %s at deploy (%s): not checked here; svclb-e2e images push puts them there",
+			r, o.Source.Ref("<name>"))})
 	}
 	out = append(out, imageLines(nodes.Items, local, pulled)...)
 	return out

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/aether-mesh/svclb/fixtures/cluster"
+	"github.com/aether-mesh/svclb/fixtures/images"
 )
 
 func node(name, zone string, cp bool, images ...string) *corev1.Node {
@@ -109,7 +110,7 @@ func TestNodeAccess(t *testing.T) {
 	objs := []runtime.Object{kubeProxyCM("nftables"), node("w", "a", false, devImages...)}
 	lines := Run(context.Background(), fake.NewClientset(objs...), Options{Proxy: "builtin", Probe: notDocker})
 	find(t, lines, OK, "node access", "daemonset: node w is not a container of the local Docker engine: docker inspect w: no such container")
-	find(t, lines, Fail, "image", cluster.NodeAccessImage+" missing on w")
+	find(t, lines, Fail, "image", "svclb/nodeexec:dev missing on w")
 
 	lines = Run(context.Background(), fake.NewClientset(objs...), Options{Proxy: "builtin", Probe: inDocker, NodeAccess: cluster.NodeAccessDaemonSet})
 	find(t, lines, OK, "node access", "daemonset: as asked")
@@ -158,4 +159,15 @@ func fullList() []string {
 		out = append(out, fmt.Sprintf("registry.example/big%d:v1", i))
 	}
 	return out
+}
+
+// TestRegistryImages: with a registry the project's images are pulled at deploy, so nodes that
+// hold none of them pass, with a line saying where they come from and that it is not checked.
+func TestRegistryImages(t *testing.T) {
+	lines := Run(context.Background(), fake.NewClientset(kubeProxyCM("nftables"), node("w", "a", false)),
+		Options{Proxy: "builtin", Probe: inDocker, NodeAccess: cluster.NodeAccessDaemonSet, Source: images.MustParse("registry.example.com/ci")})
+	if Failed(lines) {
+		t.Fatalf("failed:\n%s", join(lines))
+	}
+	find(t, lines, OK, "image", "the project's images are pulled from registry.example.com/ci at deploy (registry.example.com/ci/svclb/<name>:dev): not checked here")
 }

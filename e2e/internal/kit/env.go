@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/aether-mesh/svclb/fixtures/cluster"
+	"github.com/aether-mesh/svclb/fixtures/images"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
 	"github.com/aether-mesh/svclb/kindconfig"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 // Env reads a suite's settings from the environment. A variable that is unset or empty takes
@@ -114,6 +116,9 @@ type Target struct {
 	// NodeAccess is SVCLB_NODE_ACCESS: how the suite reaches a node's root, docker or
 	// daemonset (fixtures/cluster NodeAccess); empty: chosen per cluster (ChooseNodeAccess).
 	NodeAccess cluster.NodeAccess
+	// Images is contract.RegistryEnv (SVCLB_REGISTRY): where the clusters get the project's
+	// images; a suite passes it to images.Use at its start.
+	Images images.Source
 }
 
 // Target reads the suite's Target; repo is the repository root.
@@ -123,7 +128,17 @@ func (e *Env) Target(repo string) Target {
 		Cluster:    e.String("SVCLB_CLUSTER", kindconfig.DefaultName),
 		Proxy:      e.String("SVCLB_PROXY", manifests.ProxyBuiltin),
 		NodeAccess: e.nodeAccess("SVCLB_NODE_ACCESS"),
+		Images:     e.images(contract.RegistryEnv),
 	}
+}
+
+func (e *Env) images(k string) images.Source {
+	v := e.get(k)
+	s, err := images.Parse(v)
+	if err != nil {
+		e.fail(k, v, "a registry, or empty for kind-loaded images: "+err.Error())
+	}
+	return s
 }
 
 func (e *Env) nodeAccess(k string) cluster.NodeAccess {

@@ -132,3 +132,18 @@ func TestNodeAccess(t *testing.T) {
 		t.Errorf("ssh: %v", e.Err())
 	}
 }
+
+// TestRegistry: SVCLB_REGISTRY is a registry, or empty for kind-loaded images; anything else
+// is an error naming the variable and why.
+func TestRegistry(t *testing.T) {
+	for v, want := range map[string]string{"": "svclb/echo:dev", "localhost:5000": "localhost:5000/svclb/echo:dev"} {
+		e := &Env{Lookup: func(k string) string { return map[string]string{"SVCLB_REGISTRY": v}[k] }}
+		if got := e.Target("/repo").Images.Ref("echo"); got != want || e.Err() != nil {
+			t.Errorf("%q: %q %v", v, got, e.Err())
+		}
+	}
+	e := &Env{Lookup: func(k string) string { return map[string]string{"SVCLB_REGISTRY": "https://r.example.com"}[k] }}
+	if e.Target("/repo"); e.Err() == nil || !strings.Contains(e.Err().Error(), `SVCLB_REGISTRY="https://r.example.com": want a registry, or empty for kind-loaded images: no scheme`) {
+		t.Errorf("a URL: %v", e.Err())
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/aether-mesh/svclb/fixtures/cluster"
+	"github.com/aether-mesh/svclb/fixtures/images"
+	"github.com/aether-mesh/svclb/pkg/contract"
 )
 
 // Config is one run's settings: what e2e/run.sh passed the suite binary as environment and
@@ -26,6 +28,9 @@ type Config struct {
 	// NodeAccess is how the suite reaches a node's root (SVCLB_NODE_ACCESS): docker, daemonset,
 	// or empty to choose per cluster (fixtures/cluster ChooseNodeAccess).
 	NodeAccess string
+	// Registry is where the clusters pull the project's images from (SVCLB_REGISTRY,
+	// fixtures/images); empty: kind-loaded.
+	Registry string
 	// KindVersion is recorded in the report.
 	KindVersion string
 	// Filter is the Ginkgo label filter (LabelFilter).
@@ -45,6 +50,9 @@ var Proxies = []string{"builtin", "envoy"}
 func (c Config) Validate() error {
 	if _, err := cluster.ParseNodeAccess(c.NodeAccess); err != nil {
 		return fmt.Errorf("--node-access: %w", err)
+	}
+	if _, err := images.Parse(c.Registry); err != nil {
+		return fmt.Errorf("--registry %q: %w", c.Registry, err)
 	}
 	switch {
 	case c.Proxy != Proxies[0] && c.Proxy != Proxies[1]:
@@ -80,6 +88,7 @@ func (c Config) Env(base []string) []string {
 		"SVCLB_PROXY="+c.Proxy,
 		"SVCLB_PROXY_CHOICE="+c.ProxyChoice,
 		"SVCLB_NODE_ACCESS="+c.NodeAccess,
+		contract.RegistryEnv+"="+c.Registry,
 		"SVCLB_ENVOY_IMAGE="+c.EnvoyImage,
 		"SVCLB_ENVOY_VERSION="+envoyVersion,
 		"SVCLB_KIND_VERSION="+c.KindVersion,

@@ -47,8 +47,9 @@ func (u *Uninstaller) withNodeAccess(ctx context.Context, reads func(context.Con
 	if u.Cluster.Access != cluster.NodeAccessDaemonSet {
 		return reads(ctx)
 	}
-	u.logf("node access: deploying %s/%s (%s)", contract.Namespace, contract.NodeAccessName, u.accessImage())
-	existed, err := u.Cluster.DeployNodeAccess(ctx, u.accessImage(), u.AccessPullPolicy, u.timeout())
+	image, pull := u.accessImage()
+	u.logf("node access: deploying %s/%s (%s)", contract.Namespace, contract.NodeAccessName, image)
+	existed, err := u.Cluster.DeployNodeAccess(ctx, image, pull, u.timeout())
 	if err == nil {
 		var names []string
 		if names, err = u.nodeNames(ctx); err == nil {
@@ -72,11 +73,11 @@ func (u *Uninstaller) withNodeAccess(ctx context.Context, reads func(context.Con
 	return err
 }
 
-func (u *Uninstaller) accessImage() string {
+func (u *Uninstaller) accessImage() (string, corev1.PullPolicy) {
 	if u.AccessImage == "" {
-		return cluster.NodeAccessImage
+		return cluster.NodeAccessImage()
 	}
-	return u.AccessImage
+	return u.AccessImage, u.AccessPullPolicy
 }
 
 func (u *Uninstaller) nodes() Nodes {

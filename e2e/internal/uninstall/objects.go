@@ -39,7 +39,8 @@ func Objects() ([]client.Object, error) {
 		}
 		all = append(all, objs...)
 	}
-	all = append(all, cluster.NodeAccessObjects(cluster.NodeAccessImage, "")...)
+	image, pull := cluster.NodeAccessImage()
+	all = append(all, cluster.NodeAccessObjects(image, pull)...)
 	seen := map[string]bool{}
 	var daemonSets, rest, namespaces []client.Object
 	for _, o := range all {

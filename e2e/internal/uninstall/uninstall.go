@@ -38,7 +38,7 @@ type Uninstaller struct {
 	// Nodes runs the node commands; nil: Cluster (NodeExec).
 	Nodes Nodes
 	// AccessImage and AccessPullPolicy of the node-access DaemonSet (daemonset mode);
-	// cluster.NodeAccessImage when empty.
+	// cluster.NodeAccessImage's when AccessImage is empty.
 	AccessImage      string
 	AccessPullPolicy corev1.PullPolicy
 	Log              io.Writer

@@ -198,7 +198,6 @@ func deployNode(ctx context.Context, c *cluster.Cluster, o Options, cni *manifes
 
 // deployGuard applies the guard of g and waits for it.
 func deployGuard(ctx context.Context, c *cluster.Cluster, g guard.Options) error {
-	g.ImagePullPolicy = corev1.PullNever // kind-loaded, never pulled
 	objs := guard.Objects(g)
 	cluster.StampImageIDs(ctx, objs)
 	if err := c.Apply(ctx, "guard", objs); err != nil {
