@@ -133,6 +133,8 @@ func TestMain(m *testing.M) {
 	prog = kit.NewProgress("perf", cfg.Start, cfg.Artifacts)
 	images.Use(cfg.Images) // before any manifest is built
 	e := env.NewWithKubeConfig(cfg.Kubeconfig)
+	// Before any manifest is built: every builder takes the project's images from here.
+	images.Use(cfg.Images)
 	g := guard.Defaults()
 	e.Setup(
 		step("connect", cluster.Connect(cfg.Cluster)),
@@ -140,7 +142,7 @@ func TestMain(m *testing.M) {
 		// Before anything reads a node, as the legs choose: docker exec on kind, else the
 		// node-access DaemonSet (SVCLB_NODE_ACCESS forces one), deleted at the end.
 		step("node access", cluster.SetupNodeAccess(cluster.NodeAccessOptions{Want: cfg.NodeAccess,
-			Image: cluster.NodeAccessImage, PullPolicy: g.ImagePullPolicy, Log: progress})),
+			Log: progress})),
 		step("record the agent's config", recordConfig),
 		step("deploy guard", guard.Deploy(g)),
 		step("deploy node DaemonSet", agent.Deploy(agent.Options{Proxy: cfg.Proxy, ProxyArgs: proxyArgs()})),

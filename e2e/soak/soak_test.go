@@ -10,7 +10,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/e2e-framework/pkg/env"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/cluster"
 	"github.com/aether-mesh/svclb/fixtures/guard"
+	"github.com/aether-mesh/svclb/fixtures/images"
 )
 
 var (
@@ -41,15 +41,16 @@ func TestMain(m *testing.M) {
 	}
 	prog = kit.NewProgress("soak", rec.Started, cfg.Artifacts)
 	testEnv = env.NewWithKubeConfig(cfg.Kubeconfig)
+	// Before any manifest is built: every builder takes the project's images from here.
+	images.Use(cfg.Images)
 	g := guard.Defaults()
-	g.ImagePullPolicy = corev1.PullNever // kind-loaded, never pulled
 	testEnv.Setup(
 		timed("setup: connect", cluster.Connect(cfg.Cluster)),
 		timed("setup: run lock", cluster.HoldRun(cluster.RunHolder("soak"), prog.Printf)),
 		// Before anything reads a node, as the legs choose: docker exec on kind, else the
 		// node-access DaemonSet (SVCLB_NODE_ACCESS forces one), deleted at the end.
 		timed("setup: node access", cluster.SetupNodeAccess(cluster.NodeAccessOptions{Want: cfg.NodeAccess,
-			Image: cluster.NodeAccessImage, PullPolicy: g.ImagePullPolicy, Log: prog.Printf})),
+			Log: prog.Printf})),
 		// Before the node DaemonSet's deploy, which renders the agent's
 		// ConfigMap with both phases off: what the run found is what it
 		// puts back.
