@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -60,7 +61,7 @@ func newRun(g *globals) *cobra.Command {
 	fl.BoolVar(&f.keep, "keep", false, "leave the legs' namespace and the infrastructure after the run (KEEP_CLUSTER=1)")
 	fl.BoolVar(&f.report, "report", true, "render the report at the end (false: the caller does, as e2e/run.sh, which may delete the cluster first)")
 	fl.StringVar(&f.failureFile, "failure-file", "", "with --report=false: write what the report must state about the run (interrupted, restored) to this file")
-	fl.StringVar(&f.kindVersion, "kind-version", "", "kind's version, for the report (default: what kind version says, where kind is on PATH)")
+	fl.StringVar(&f.kindVersion, "kind-version", "", "kind's version, for the report (default: what kind version says: the kind on PATH, else _output/bin/kind)")
 	fl.DurationVar(&f.timeout, "timeout", 45*time.Minute, "bound on the suite binary")
 	fl.DurationVar(&f.grace, "grace", suiterun.DefaultGrace, "after a signal, how long the suite has to stop and write its reports")
 	fl.Int64Var(&f.start, "start", 0, "Unix second the run started (e2e/run.sh's), for the progress lines; default now")
@@ -103,7 +104,7 @@ func runRun(ctx context.Context, g *globals, f *runFlags) error {
 		return &exitError{2, err}
 	}
 	cfg := suiterun.Config{Kubeconfig: kubeconfig, Cluster: g.cluster, Artifacts: artifacts, Proxy: f.proxy, ProxyChoice: choice,
-		NodeAccess: f.nodeAccess, Registry: f.registry, EnvoyImage: f.envoyImage, EnvoyVersion: envoyVersion(f.envoyImage), KindVersion: kindVersion(ctx, f.kindVersion),
+		NodeAccess: f.nodeAccess, Registry: f.registry, EnvoyImage: f.envoyImage, EnvoyVersion: envoyVersion(f.envoyImage), KindVersion: kindVersion(ctx, f.kindVersion, bins.Repo),
 		Filter: suiterun.LabelFilter(f.legs), Keep: f.keep, Timeout: f.timeout, Start: start}
 	if err := cfg.Validate(); err != nil {
 		return &exitError{2, err}
@@ -226,15 +227,35 @@ func envoyVersion(image string) string {
 	return "unknown"
 }
 
-// kindVersion is given's, else `kind version`'s where a kind CLI is on PATH (the report
-// records it).
-func kindVersion(ctx context.Context, given string) string {
+// kindVersion is given's, else `kind version`'s of the kind CLI on PATH or of the one `make
+// cluster` uses (<repo>/_output/bin/kind), for the report. Without either it says so, naming
+// the kind library this binary links (what `svclb-e2e cluster create` creates with).
+func kindVersion(ctx context.Context, given, repo string) string {
 	if given != "" {
 		return given
 	}
-	out, err := exec.CommandContext(ctx, "kind", "version").Output()
-	if f := strings.Fields(string(out)); err == nil && len(f) >= 2 {
-		return f[1]
+	for _, kind := range []string{"kind", filepath.Join(repo, "_output", "bin", "kind")} {
+		out, err := exec.CommandContext(ctx, kind, "version").Output()
+		if f := strings.Fields(string(out)); err == nil && len(f) >= 2 {
+			return f[1]
+		}
+	}
+	if lib := linkedKind(); lib != "" {
+		return "unknown (no kind CLI; svclb-e2e cluster create uses kind " + lib + ")"
 	}
 	return "unknown"
+}
+
+// linkedKind is the version of sigs.k8s.io/kind this binary was built with.
+func linkedKind() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, m := range bi.Deps {
+		if m.Path == "sigs.k8s.io/kind" {
+			return m.Version
+		}
+	}
+	return ""
 }
