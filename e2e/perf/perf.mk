@@ -18,7 +18,7 @@ PERF_RUN          ?= .
 # at 500/s the node proxy's paths saturate a 2-core machine, docs/perf.md).
 PERF_DATA_CONNS   ?= 10000
 PERF_DATA_RATE    ?= 200
-# 5000 does not fit a 2-core machine (docs/perf.md, "5,000 Services"): name it to try.
+# 5000 takes about 11 minutes on 2 cores (docs/perf.md, "At scale on the cluster").
 PERF_SIZES        ?= 1000
 PERF_CHANGES      ?= 30
 PERF_SCALE_CHANGES ?= 30
