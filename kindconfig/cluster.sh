@@ -18,7 +18,7 @@
 set -euo pipefail
 : "${KIND:?}" "${CLUSTER:?}" "${CONFIG:?}" "${KUBECONFIG_OUT:?}"
 : "${NODE_IMAGE_ONLINE:?}" "${NODE_IMAGE_OFFLINE:?}"
-PULL_TIMEOUT=${PULL_TIMEOUT:-15}
+PULL_TIMEOUT=${PULL_TIMEOUT:-600}
 T0=$(date +%s)
 step() { printf '[cluster %4ss] %s\n' "$(($(date +%s) - T0))" "$*"; }
 die() { echo "cluster: $*" >&2; exit 1; }
@@ -32,8 +32,10 @@ exists() { "$KIND" get clusters 2>/dev/null | grep -qx "$CLUSTER"; }
 in_cluster() { docker exec "$CLUSTER-control-plane" kubectl --kubeconfig=/etc/kubernetes/admin.conf "$@"; }
 
 # choose sets MODE (online or offline) and WHY: KIND_NODE_MODE forces it; else online when
-# the published node image is here or can be pulled within PULL_TIMEOUT seconds (one
-# attempt), offline when it cannot.
+# the published node image is here or its pull succeeds, offline only when the pull fails with
+# an error of its own (no registry, no such host, refused: docker's words go into WHY). A pull
+# still running after PULL_TIMEOUT seconds is an error, not a reason to build the node image
+# for most of an hour: say which path to take.
 choose() {
   case "${KIND_NODE_MODE:-}" in
   online | offline) MODE=$KIND_NODE_MODE WHY="KIND_NODE_MODE=$KIND_NODE_MODE"; return ;;
@@ -42,11 +44,15 @@ choose() {
   esac
   if docker image inspect "$NODE_IMAGE_ONLINE" >/dev/null 2>&1; then
     MODE=online WHY="$NODE_IMAGE_ONLINE is in the local Docker"
-  elif timeout "$PULL_TIMEOUT" docker pull -q "$NODE_IMAGE_ONLINE" >/dev/null 2>&1; then
-    MODE=online WHY="$NODE_IMAGE_ONLINE pulled"
-  else
-    MODE=offline WHY="$NODE_IMAGE_ONLINE cannot be pulled within ${PULL_TIMEOUT}s"
+    return
   fi
+  local out rc=0
+  out=$(timeout "$PULL_TIMEOUT" docker pull -q "$NODE_IMAGE_ONLINE" 2>&1) || rc=$?
+  case $rc in
+  0) MODE=online WHY="$NODE_IMAGE_ONLINE pulled" ;;
+  124) die "pulling $NODE_IMAGE_ONLINE did not finish within ${PULL_TIMEOUT}s (a slow pull, not a failed one): KIND_NODE_MODE=online to wait for it, PULL_TIMEOUT=<seconds> to wait longer, or KIND_NODE_MODE=offline to build the node image" ;;
+  *) MODE=offline WHY="$NODE_IMAGE_ONLINE cannot be pulled: $(printf '%s' "$out" | tail -n 1)" ;;
+  esac
 }
 
 # mode prints online or offline, and why on stderr.
@@ -87,7 +93,7 @@ up() {
     return
   fi
   local image s
-  step "choosing the node image (KIND_NODE_MODE=${KIND_NODE_MODE:-auto}; one pull attempt of $NODE_IMAGE_ONLINE, ${PULL_TIMEOUT}s)"
+  step "choosing the node image (KIND_NODE_MODE=${KIND_NODE_MODE:-auto}; pulling $NODE_IMAGE_ONLINE, at most ${PULL_TIMEOUT}s)"
   choose
   state mode "$MODE"
   if [ "$MODE" = online ]; then

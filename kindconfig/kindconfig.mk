@@ -103,7 +103,7 @@ KC_CLUSTER_ENV = KIND=$(KC_KIND) CLUSTER=$(KIND_CLUSTER) CONFIG=$(KIND_CONFIG) K
 	KIND_NODE_MODE=$(KIND_NODE_MODE) NODE_IMAGE_ONLINE=$(KIND_NODE_IMAGE_ONLINE) NODE_IMAGE_OFFLINE=$(KIND_NODE_IMAGE)
 
 .PHONY: cluster
-cluster: $(KC_KIND) ## Create or reuse kind cluster svclb (kubeconfig _output/kubeconfig); KIND_NODE_MODE=online|offline forces a path, default: one quick pull decides
+cluster: $(KC_KIND) ## Create or reuse kind cluster svclb (kubeconfig _output/kubeconfig); KIND_NODE_MODE=online|offline forces a path, default: online unless the pull fails (not when it is slow)
 	@$(KC_CLUSTER_ENV) BUILD_NODE_IMAGE='$(MAKE) --no-print-directory node-image' bash $(KC_DIR)/cluster.sh up
 
 .PHONY: cluster-down
