@@ -14,14 +14,15 @@ import (
 func TestClusterModeChoice(t *testing.T) {
 	for _, c := range []struct {
 		name, pull  string // the fake `docker pull`'s body
+		timeout     string // PULL_TIMEOUT: long where the pull must finish (a loaded machine starts sh slowly)
 		want        string // stdout
 		wantErr     bool
 		wantMessage string // in stderr
 	}{
-		{"pulled", "exit 0", "online", false, "pulled"},
+		{"pulled", "exit 0", "60", "online", false, "pulled"},
 		{"registry error", `echo 'Error response from daemon: Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io: no such host' >&2; exit 1`,
-			"offline", false, "no such host"},
-		{"slow pull", "sleep 5", "", true, "slow pull, not a failed one"},
+			"60", "offline", false, "no such host"},
+		{"slow pull", "sleep 30", "1", "", true, "slow pull, not a failed one"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bin := t.TempDir()
@@ -32,7 +33,7 @@ func TestClusterModeChoice(t *testing.T) {
 			cmd := exec.Command("bash", "cluster.sh", "mode")
 			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KIND=kind", "CLUSTER=x", "CONFIG=x",
 				"KUBECONFIG_OUT=x", "NODE_IMAGE_ONLINE=kindest/node:test", "NODE_IMAGE_OFFLINE=svclb/kind-node:test",
-				"PULL_TIMEOUT=1", "KIND_NODE_MODE=")
+				"PULL_TIMEOUT="+c.timeout, "KIND_NODE_MODE=")
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
