@@ -22,8 +22,8 @@ const (
 	procKubeProxy = "kube-proxy"
 )
 
-// nodeReadWithin bounds one read on a node (docker exec): under heavy load
-// an exec has hung, its command long done, until killed.
+// nodeReadWithin bounds one read on a node (docker exec, or pods/exec into the node-access
+// DaemonSet): under heavy load an exec has hung, its command long done, until killed.
 const nodeReadWithin = 30 * time.Second
 
 func nodeExec(ctx context.Context, node string, cmd ...string) (string, error) {
