@@ -129,13 +129,29 @@ func Cluster(name, statName string, clientIPAffinity bool) *clusterv3.Cluster {
 // SO_MARK contract.ProxyUpstreamMark: the upstream's packets leave through the pod's own output
 // path, where the capture's output chain returns them unmarked before anything else
 // (internal/capture outputRules), so they are never diverted back into the proxy.
+//
+// IP_BIND_ADDRESS_NO_PORT: a bind to port 0 otherwise takes an ephemeral port at bind(2), one
+// no other socket of the pod's netns holds in any state, TIME_WAIT included, whatever its
+// destination. Every upstream would then compete with the pod's own connections for the one
+// range: at a few hundred new connections a second the range runs out within the 60 s of
+// TIME_WAIT and bind fails (EADDRINUSE, a connect failure), and each bind scans an ever fuller
+// range. With the option the port is chosen at connect(2) for the whole 4-tuple, as for the
+// pod's own unbound sockets. Envoy 1.39 binds without it (envoyproxy/envoy#44747); #45916 makes
+// Envoy set it itself for a port-0 source (runtime guard upstream_bind_config_fix_port_exhaustion),
+// where this option is the same setsockopt again.
 func SvcUpstreamBindConfig() *corev3.BindConfig {
 	return &corev3.BindConfig{
 		SourceAddress: &corev3.SocketAddress{
 			Address:       "0.0.0.0",
 			PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 0},
 		},
-		SocketOptions: []*corev3.SocketOption{proxyMarkOption()},
+		SocketOptions: []*corev3.SocketOption{proxyMarkOption(), {
+			Description: "IP_BIND_ADDRESS_NO_PORT: the source port is chosen at connect",
+			Level:       bindNoPortLevel,
+			Name:        bindNoPort,
+			Value:       &corev3.SocketOption_IntValue{IntValue: 1},
+			State:       corev3.SocketOption_STATE_PREBIND,
+		}},
 		LocalAddressSelector: &corev3.TypedExtensionConfig{
 			Name:        netnsAddressSelector,
 			TypedConfig: mustAny(&filterstateoverridev3.Config{}),

@@ -7,8 +7,10 @@ import "github.com/aether-mesh/svclb/pkg/contract"
 const (
 	maxEjectionPercent  = 99    // see outlierDetection
 	soMarkLevel, soMark = 1, 36 // SOL_SOCKET, SO_MARK
-	filterStateKey      = "envoy.tcp_proxy.cluster"
-	filterStateFormat   = contract.ClusterPrefix + "%DOWNSTREAM_LOCAL_ADDRESS%"
+	// IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT (Linux >= 4.2): see SvcUpstreamBindConfig.
+	bindNoPortLevel, bindNoPort = 0, 24
+	filterStateKey              = "envoy.tcp_proxy.cluster"
+	filterStateFormat           = contract.ClusterPrefix + "%DOWNSTREAM_LOCAL_ADDRESS%"
 	// The upstream's network namespace (SvcUpstreamBindConfig): the filter state object the
 	// filter_state_override local address selector reads, the generic string factory that
 	// builds it, and the selector's extension name.
