@@ -16,7 +16,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/aether-mesh/svclb/e2e/perf/internal/connload"
+	"github.com/aether-mesh/svclb/e2e/perf/internal/nodestat"
 	"github.com/aether-mesh/svclb/e2e/perf/internal/result"
+	"github.com/aether-mesh/svclb/e2e/perf/internal/tcpstat"
 	"github.com/aether-mesh/svclb/fixtures/agent"
 	"github.com/aether-mesh/svclb/fixtures/echo"
 	"github.com/aether-mesh/svclb/fixtures/manifests"
@@ -153,9 +155,27 @@ func measurePath(ctx context.Context, p dataPath, node, proc string) (result.Dat
 		prof = make(chan error, 1)
 		go func() { prof <- profile(ctx, node, p.key) }()
 	}
+	tcp0, err := tcpCounters(ctx, p)
+	if err != nil {
+		return dp, err
+	}
+	m0, err := nodestat.ReadMachine(ctx, nodeExec, node)
+	if err != nil {
+		return dp, err
+	}
 	if err := loadRun(ctx, p, &dp.Open, "-mode=open", "-rate="+strconv.FormatFloat(cfg.dataRate, 'g', -1, 64), "-n="+strconv.Itoa(cfg.dataConns)); err != nil {
 		return dp, err
 	}
+	tcp1, err := tcpCounters(ctx, p)
+	if err != nil {
+		return dp, err
+	}
+	dp.OpenTCP = tcpstat.Delta(tcp0, tcp1)
+	m1, err := nodestat.ReadMachine(ctx, nodeExec, node)
+	if err != nil {
+		return dp, err
+	}
+	dp.OpenNodeBusy, dp.OpenNodeSteal = nodestat.Shares(m0, m1)
 	if prof != nil {
 		if err := <-prof; err != nil {
 			return dp, err
@@ -183,6 +203,19 @@ func loadRun(ctx context.Context, p dataPath, into any, args ...string) error {
 		return fmt.Errorf("%s: %w in %q", strings.Join(cmd[1:], " "), err, out)
 	}
 	return nil
+}
+
+// tcpCounters reads the TCP counters of the path's client's netns.
+func tcpCounters(ctx context.Context, p dataPath) (tcpstat.Counters, error) {
+	out, stderr, err := suite.cluster.Exec(ctx, p.client.Namespace, p.client.Name, workload.ClientContainer, "/perf-client", "tcpstat")
+	if err != nil {
+		return nil, fmt.Errorf("perf-client tcpstat: %w (%s)", err, strings.TrimSpace(stderr))
+	}
+	var c tcpstat.Counters
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		return nil, fmt.Errorf("perf-client tcpstat: %w in %q", err, out)
+	}
+	return c, nil
 }
 
 // probe dials the path until a reply (the path is programmed) and returns

@@ -30,7 +30,9 @@
 //     node proxy to the endpoint (Phase 1 on); setup to first byte in an
 //     open loop, new connections per second in a closed one, bulk
 //     throughput, and the node proxy's CPU per connection and per GiB
-//     (perf-client load, e2e/perf/internal/connload).
+//     (perf-client load, e2e/perf/internal/connload); around each open loop
+//     the client netns's TCP counters (perf-client tcpstat,
+//     e2e/perf/internal/tcpstat) and the node's CPU (nodestat.ReadMachine).
 //
 // Each writes a JSON file into the artifacts directory
 // (e2e/perf/internal/result); e2e/perf/internal/report renders report.md and

@@ -34,12 +34,15 @@ func DialTCP(nsPath string, laddr, raddr netip.AddrPort, timeout time.Duration, 
 	if !raddr.Addr().Unmap().Is4() {
 		family = unix.AF_INET6
 	}
-	var fd int
+	fd := -1
 	if err := Do(nsPath, func() error {
 		var err error
 		fd, err = unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 		return os.NewSyscallError("socket", err)
 	}); err != nil {
+		if fd >= 0 { // made, but the thread could not leave the namespace
+			_ = unix.Close(fd)
+		}
 		return nil, opErr(fmt.Errorf("in %s: %w", nsPath, err))
 	}
 	// f owns fd until net.FileConn has its own duplicate.

@@ -6,6 +6,7 @@
 //	perf-client load --mode open --to 10.96.0.10:80 --rate 500 --n 10000
 //	perf-client load --mode closed --to 10.96.0.10:80 --concurrency 8 --duration 5s --n 10000
 //	perf-client load --mode bulk --to 10.96.0.10:80 --streams 8 --duration 5s
+//	perf-client tcpstat
 //	perf-client idle
 //
 // dial-every prints one echo.Timed JSON line per attempt as it ends
@@ -15,7 +16,8 @@
 // nobody reads, where every attempt would wait to print, forever.
 //
 // load runs one e2e/perf/internal/connload mode and prints its result as one
-// JSON document.
+// JSON document. tcpstat prints the pod netns's TCP counters
+// (e2e/perf/internal/tcpstat) as one JSON object.
 package main
 
 import (
@@ -30,12 +32,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aether-mesh/svclb/e2e/perf/internal/tcpstat"
 	"github.com/aether-mesh/svclb/fixtures/echo"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: perf-client dial-every|load|idle [flags]")
+		fmt.Fprintln(os.Stderr, "usage: perf-client dial-every|load|tcpstat|idle [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -46,10 +49,15 @@ func main() {
 		err = dialEvery(ctx, args)
 	case "load":
 		err = load(ctx, args)
+	case "tcpstat":
+		var c tcpstat.Counters
+		if c, err = tcpstat.Read(); err == nil {
+			err = json.NewEncoder(os.Stdout).Encode(c)
+		}
 	case "idle":
 		<-ctx.Done()
 	default:
-		err = fmt.Errorf("unknown command %q (want dial-every, load or idle)", cmd)
+		err = fmt.Errorf("unknown command %q (want dial-every, load, tcpstat or idle)", cmd)
 	}
 	if err != nil {
 		slog.Error("perf-client", "err", err)

@@ -4,4 +4,5 @@
 // kube-proxy's nft, too) and its resident memory (VmRSS, VmHWM). It runs one
 // shell script on the node through the caller's exec (the suite's NodeExec: docker exec on
 // kind, else the node-access DaemonSet's chroot), which needs pgrep, awk and /proc.
+// ReadMachine reads the node's CPU times (/proc/stat's first line, with head).
 package nodestat

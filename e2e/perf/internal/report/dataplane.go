@@ -12,6 +12,7 @@ import (
 
 	"github.com/aether-mesh/svclb/e2e/internal/kit/render"
 	"github.com/aether-mesh/svclb/e2e/perf/internal/result"
+	"github.com/aether-mesh/svclb/e2e/perf/internal/tcpstat"
 )
 
 // pathColors are the paths' series colours, by key.
@@ -125,8 +126,10 @@ func dataplaneSection(d *result.Dataplane) Section {
 		Header: []string{"path", "n", "failed", "p50", "p99", "p99.9", "max", "client lag", "p50 / (a)", "p99 / (a)", "p50 / (c)", "p99 / (c)"}}
 	thr := render.Table{Caption: "throughput",
 		Header: []string{"path", "new conns/s", "/ (a)", "/ (c)", "1 stream MiB/s", "/ (a)", "/ (c)", "8 streams MiB/s", "/ (a)", "/ (c)"}}
-	cpu := render.Table{Caption: "node proxy CPU on the clients' node",
-		Header: []string{"path", "peer the backend saw", "CPU s / 1,000 conns", "CPU s / GiB", "open-loop errors"}}
+	cpu := render.Table{Caption: "node proxy CPU on the clients' node, and that node's CPU over the open loop (on kind, the whole machine's)",
+		Header: []string{"path", "peer the backend saw", "CPU s / 1,000 conns", "CPU s / GiB", "open-loop errors", "node CPU busy, open loop", "stolen"}}
+	tcp := render.Table{Caption: "TCP counters of the client pod's netns, their growth over the open loop (on (c) and (d) the node proxy's listener is in that netns, and on (d) its upstream)",
+		Header: append([]string{"path"}, tcpstat.Watched...)}
 	var ss []pathSeries
 	for i := range d.Paths {
 		p := &d.Paths[i]
@@ -138,10 +141,20 @@ func dataplaneSection(d *result.Dataplane) Section {
 			fmt.Sprintf("%.0f", p.Closed.PerSecond), rel(p.Closed.PerSecond, a, connsRate.of), rel(p.Closed.PerSecond, c, connsRate.of),
 			fmt.Sprintf("%.0f", p.Bulk1.MiBps), rel(p.Bulk1.MiBps, a, bulk1.of), rel(p.Bulk1.MiBps, c, bulk1.of),
 			fmt.Sprintf("%.0f", p.Bulk8.MiBps), rel(p.Bulk8.MiBps, a, bulk8.of), rel(p.Bulk8.MiBps, c, bulk8.of)})
-		cpu.Rows = append(cpu.Rows, []string{name, p.Peer, fmt.Sprintf("%.3f", p.CPUPerKConn()), fmt.Sprintf("%.3f", p.CPUPerGiB()), errorsCell(p.Open.Errors)})
+		cpu.Rows = append(cpu.Rows, []string{name, p.Peer, fmt.Sprintf("%.3f", p.CPUPerKConn()), fmt.Sprintf("%.3f", p.CPUPerGiB()), errorsCell(p.Open.Errors),
+			share(p.OpenNodeBusy, p.OpenNodeSteal, p.OpenNodeBusy), share(p.OpenNodeBusy, p.OpenNodeSteal, p.OpenNodeSteal)})
 		ss = append(ss, pathSeries{name: name, color: pathColors[p.Key], l: l})
+		row := []string{name}
+		for _, k := range tcpstat.Watched {
+			if v, ok := p.OpenTCP[k]; ok {
+				row = append(row, fmt.Sprint(v))
+			} else {
+				row = append(row, "–")
+			}
+		}
+		tcp.Rows = append(tcp.Rows, row)
 	}
-	s.Tables = []render.Table{lat, thr, cpu}
+	s.Tables = []render.Table{lat, thr, cpu, tcp}
 	s.Charts = []Figure{{Caption: "setup to first byte by percentile (open loop): x is the percentile in nines, y the latency (log)", Chart: percentileChart(ss...), Whole: true}}
 	return s
 }
@@ -152,6 +165,14 @@ func msf(v float64) string {
 		return fmt.Sprintf("%.2f", v)
 	}
 	return fmt.Sprintf("%.1f", v)
+}
+
+// share prints v as a percentage, or "–" when the run read neither share.
+func share(busy, steal, v float64) string {
+	if busy == 0 && steal == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f %%", 100*v)
 }
 
 func errorsCell(errs map[string]int) string {

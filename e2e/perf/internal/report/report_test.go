@@ -105,6 +105,11 @@ func dataplane(h result.Header) *result.Dataplane {
 		}}
 	d.Paths[3].Peer, d.Paths[3].ProxyCPUOpen, d.Paths[3].ProxyCPUBulk = "10.0.0.2:4000", 2, 8
 	d.Paths[3].Open.Errors = map[string]int{"timeout": 2}
+	// (d) read every counter, (c) one only (a kernel without the others): "–" for the rest.
+	d.Paths[3].OpenTCP = map[string]int64{"TcpExt.ListenOverflows": 12, "TcpExt.ListenDrops": 12, "TcpExt.TCPSynRetrans": 30,
+		"Tcp.RetransSegs": 41, "TcpExt.TCPTimeouts": 9, "Tcp.AttemptFails": 2}
+	d.Paths[2].OpenTCP = map[string]int64{"Tcp.RetransSegs": 3}
+	d.Paths[3].OpenNodeBusy, d.Paths[3].OpenNodeSteal = 0.93, 0.06
 	return d
 }
 

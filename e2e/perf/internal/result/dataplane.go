@@ -36,6 +36,15 @@ type DataPath struct {
 	// the open loop, ProxyCPUBulk over both bulk runs (Dataplane.CPUSource).
 	ProxyCPUOpen float64 `json:"proxyCPUOpen"`
 	ProxyCPUBulk float64 `json:"proxyCPUBulk"`
+	// OpenTCP is how much the client pod netns's watched TCP counters
+	// (tcpstat.Watched) grew over the open loop: on (c) and (d) the node
+	// proxy's listener and, on (d), its upstream live in that netns too.
+	OpenTCP map[string]int64 `json:"openTCP,omitempty"`
+	// OpenNodeBusy and OpenNodeSteal are the shares of all the clients'
+	// node's CPU time over the open loop that were busy and that the
+	// hypervisor stole (its /proc/stat: on kind, the whole machine's).
+	OpenNodeBusy  float64 `json:"openNodeBusy,omitempty"`
+	OpenNodeSteal float64 `json:"openNodeSteal,omitempty"`
 }
 
 // CPUPerKConn is the node proxy's CPU-seconds per 1,000 connections of the
