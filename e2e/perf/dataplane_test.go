@@ -194,28 +194,27 @@ func measurePath(ctx context.Context, p dataPath, node, proc string) (result.Dat
 
 // loadRun runs perf-client load in the path's client and decodes its result.
 func loadRun(ctx context.Context, p dataPath, into any, args ...string) error {
-	cmd := append([]string{"/perf-client", "load", "-to=" + p.to, "-timeout=" + dataTimeout.String()}, args...)
-	out, stderr, err := suite.cluster.Exec(ctx, p.client.Namespace, p.client.Name, workload.ClientContainer, cmd...)
-	if err != nil {
-		return fmt.Errorf("%s: %w (%s)", strings.Join(cmd[1:], " "), err, strings.TrimSpace(stderr))
-	}
-	if err := json.Unmarshal([]byte(out), into); err != nil {
-		return fmt.Errorf("%s: %w in %q", strings.Join(cmd[1:], " "), err, out)
-	}
-	return nil
+	return clientJSON(ctx, p, into, append([]string{"load", "-to=" + p.to, "-timeout=" + dataTimeout.String()}, args...)...)
 }
 
 // tcpCounters reads the TCP counters of the path's client's netns.
 func tcpCounters(ctx context.Context, p dataPath) (tcpstat.Counters, error) {
-	out, stderr, err := suite.cluster.Exec(ctx, p.client.Namespace, p.client.Name, workload.ClientContainer, "/perf-client", "tcpstat")
-	if err != nil {
-		return nil, fmt.Errorf("perf-client tcpstat: %w (%s)", err, strings.TrimSpace(stderr))
-	}
 	var c tcpstat.Counters
-	if err := json.Unmarshal([]byte(out), &c); err != nil {
-		return nil, fmt.Errorf("perf-client tcpstat: %w in %q", err, out)
+	return c, clientJSON(ctx, p, &c, "tcpstat")
+}
+
+// clientJSON runs perf-client args in the path's client and decodes the one
+// JSON document it prints.
+func clientJSON(ctx context.Context, p dataPath, into any, args ...string) error {
+	cmd := append([]string{"/perf-client"}, args...)
+	out, stderr, err := suite.cluster.Exec(ctx, p.client.Namespace, p.client.Name, workload.ClientContainer, cmd...)
+	if err != nil {
+		return fmt.Errorf("perf-client %s: %w (%s)", strings.Join(args, " "), err, strings.TrimSpace(stderr))
 	}
-	return c, nil
+	if err := json.Unmarshal([]byte(out), into); err != nil {
+		return fmt.Errorf("perf-client %s: %w in %q", strings.Join(args, " "), err, out)
+	}
+	return nil
 }
 
 // probe dials the path until a reply (the path is programmed) and returns

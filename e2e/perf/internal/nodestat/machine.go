@@ -13,7 +13,7 @@ import (
 type Machine struct {
 	// Busy is user, nice, system, irq and softirq (guest time is within
 	// user); Idle is idle and iowait; Steal is what the hypervisor ran
-	// elsewhere while this machine's CPUs wanted to run.
+	// elsewhere while the node's CPUs wanted to run.
 	Busy, Idle, Steal uint64
 }
 
